@@ -1,0 +1,254 @@
+#include "checks.h"
+
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+namespace xpress {
+
+void check_dtype(const char* op, const char* name, const at::Tensor& t, c10::ScalarType expected) {
+  TORCH_CHECK_TYPE(t.scalar_type() == expected, op, ": ", name, " must be ", expected, ", got ",
+                   t.scalar_type());
+}
+
+void check_float_dtype(const char* op, const char* name, const at::Tensor& t) {
+  const auto st = t.scalar_type();
+  TORCH_CHECK_TYPE(st == at::kBFloat16 || st == at::kHalf || st == at::kFloat, op, ": ", name,
+                   " must be bfloat16, float16 or float32, got ", st);
+}
+
+void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t expected) {
+  TORCH_CHECK_VALUE(t.dim() == expected, op, ": ", name, " must have ", expected,
+                    " dimensions, got ", t.dim(), " (shape ", t.sizes(), ")");
+}
+
+void check_size(const char* op, const char* name, const at::Tensor& t, int64_t dim,
+                int64_t expected, const char* meaning) {
+  TORCH_CHECK_VALUE(t.size(dim) == expected, op, ": ", name, ".shape[", dim, "] must be ",
+                    expected, " (", meaning, "), got ", t.size(dim), " (shape ", t.sizes(), ")");
+}
+
+void check_inner_stride(const char* op, const char* name, const at::Tensor& t) {
+  if (t.dim() == 0 || t.size(-1) <= 1) return;
+  TORCH_CHECK_VALUE(t.stride(-1) == 1, op, ": ", name,
+                    " must have unit stride on its last dimension, got strides ", t.strides());
+}
+
+void check_same_device(const char* op, std::initializer_list<NamedTensor> tensors) {
+  const NamedTensor& first = *tensors.begin();
+  const c10::Device device = first.second->device();
+  for (const NamedTensor& nt : tensors) {
+    TORCH_CHECK_VALUE(nt.second->device() == device, op, ": ", nt.first, " is on ",
+                      nt.second->device(), " but ", first.first, " is on ", device,
+                      "; all tensors must be on one device");
+  }
+}
+
+void check_writable(const char* op, const NamedTensor& out,
+                    std::initializer_list<NamedTensor> inputs) {
+  TORCH_CHECK_VALUE(at::has_internal_overlap(*out.second) != at::MemOverlap::Yes, op, ": ",
+                    out.first, " has elements that share memory (an expanded view?); it is "
+                    "written, so every element must have its own memory");
+  for (const NamedTensor& in : inputs) {
+    const auto status = at::get_overlap_status(*out.second, *in.second);
+    TORCH_CHECK_VALUE(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial,
+                      op, ": ", out.first, " overlaps the input ", in.first,
+                      "; the output must not share memory with an input");
+  }
+}
+
+void check_index_range(const char* op, const char* name, const at::Tensor& ids, int64_t lo,
+                       int64_t hi, const char* range_meaning) {
+  if (ids.numel() == 0) return;
+  const at::Tensor host = ids.device().is_cpu() ? ids : ids.to(at::kCPU);
+  const at::Tensor flat = host.contiguous().view(-1);
+  const int64_t* data = flat.data_ptr<int64_t>();
+  const int64_t numel = flat.numel();
+  for (int64_t i = 0; i < numel; ++i) {
+    const int64_t v = data[i];
+    if (v >= lo && v < hi) continue;
+    // Position of element i in the (possibly strided) tensor, in row-major order.
+    c10::SmallVector<int64_t, 4> pos(host.dim());
+    int64_t rem = i;
+    for (int64_t d = host.dim() - 1; d >= 0; --d) {
+      pos[d] = rem % host.size(d);
+      rem /= host.size(d);
+    }
+    if (hi == std::numeric_limits<int64_t>::max()) {
+      TORCH_CHECK_INDEX(false, op, ": ", name, c10::IntArrayRef(pos), " = ", v,
+                        " is out of range: must be >= ", lo, " (", range_meaning, ")");
+    }
+    TORCH_CHECK_INDEX(false, op, ": ", name, c10::IntArrayRef(pos), " = ", v,
+                      " is out of range [", lo, ", ", hi, ") (", range_meaning, ")");
+  }
+}
+
+bool validate_enabled() {
+  const char* v = std::getenv("XPRESS_EXT_VALIDATE");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
+                             const at::Tensor& lat_out, const at::Tensor& w1,
+                             const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
+                             const at::Tensor& wg_t, const at::Tensor& wu_t,
+                             const at::Tensor& wd_t) {
+  constexpr const char* op = "latent_pass";
+  check_same_device(op, {{"blk", &blk}, {"tok_am1", &tok_am1}, {"xh", &xh}, {"lat_out", &lat_out},
+                         {"w1", &w1}, {"wlat_t", &wlat_t}, {"mix_kjc", &mix_kjc}, {"wg_t", &wg_t},
+                         {"wu_t", &wu_t}, {"wd_t", &wd_t}});
+  check_dtype(op, "blk", blk, at::kLong);
+  check_dtype(op, "tok_am1", tok_am1, at::kLong);
+  check_float_dtype(op, "xh", xh);
+  const auto dtype = xh.scalar_type();
+  for (const NamedTensor& nt : {NamedTensor{"lat_out", &lat_out}, NamedTensor{"w1", &w1},
+                                NamedTensor{"wlat_t", &wlat_t}, NamedTensor{"mix_kjc", &mix_kjc},
+                                NamedTensor{"wg_t", &wg_t}, NamedTensor{"wu_t", &wu_t},
+                                NamedTensor{"wd_t", &wd_t}}) {
+    TORCH_CHECK_TYPE(nt.second->scalar_type() == dtype, op, ": ", nt.first, " must have xh's dtype ",
+                     dtype, ", got ", nt.second->scalar_type());
+  }
+  check_dim(op, "blk", blk, 2);
+  check_dim(op, "tok_am1", tok_am1, 1);
+  check_dim(op, "xh", xh, 3);
+  check_dim(op, "lat_out", lat_out, 3);
+  check_dim(op, "w1", w1, 2);
+  check_dim(op, "wlat_t", wlat_t, 2);
+  check_dim(op, "mix_kjc", mix_kjc, 3);
+  check_dim(op, "wg_t", wg_t, 2);
+  check_dim(op, "wu_t", wu_t, 2);
+  check_dim(op, "wd_t", wd_t, 2);
+
+  LatentDims d{};
+  d.N = blk.size(0);
+  d.B = blk.size(1);
+  d.R = xh.size(2);
+  d.V = w1.size(0);
+  d.H = wg_t.size(1);
+  TORCH_CHECK_VALUE(d.B >= 1, op, ": blk.shape[1] (B, slots per block) must be >= 1, got ", d.B);
+  TORCH_CHECK_VALUE(d.R >= 1, op, ": xh.shape[2] (R, latent rank) must be >= 1, got ", d.R);
+  TORCH_CHECK_VALUE(d.H >= 1, op, ": wg_t.shape[1] (H, MLP hidden size) must be >= 1, got ", d.H);
+  TORCH_CHECK_VALUE(d.V >= 1, op, ": w1.shape[0] (V, vocabulary size) must be >= 1, got ", d.V);
+  check_size(op, "tok_am1", tok_am1, 0, d.N, "N = blk.shape[0]");
+  check_size(op, "xh", xh, 0, d.N, "N = blk.shape[0]");
+  check_size(op, "xh", xh, 1, d.B, "B = blk.shape[1]");
+  check_size(op, "lat_out", lat_out, 0, d.N, "N = blk.shape[0]");
+  check_size(op, "lat_out", lat_out, 1, d.B - 1, "B - 1");
+  check_size(op, "lat_out", lat_out, 2, d.R, "R = xh.shape[2]");
+  check_size(op, "w1", w1, 1, d.R, "R = xh.shape[2]");
+  check_size(op, "wlat_t", wlat_t, 0, d.R, "R = xh.shape[2]");
+  check_size(op, "wlat_t", wlat_t, 1, d.R, "R = xh.shape[2]");
+  check_size(op, "mix_kjc", mix_kjc, 0, d.B, "B = blk.shape[1]");
+  check_size(op, "mix_kjc", mix_kjc, 1, d.B, "B = blk.shape[1]");
+  check_size(op, "mix_kjc", mix_kjc, 2, d.R, "R = xh.shape[2]");
+  check_size(op, "wg_t", wg_t, 0, d.R, "R = xh.shape[2]");
+  check_size(op, "wu_t", wu_t, 0, d.R, "R = xh.shape[2]");
+  check_size(op, "wu_t", wu_t, 1, d.H, "H = wg_t.shape[1]");
+  check_size(op, "wd_t", wd_t, 0, d.H, "H = wg_t.shape[1]");
+  check_size(op, "wd_t", wd_t, 1, d.R, "R = xh.shape[2]");
+  for (const NamedTensor& nt :
+       {NamedTensor{"blk", &blk}, NamedTensor{"tok_am1", &tok_am1}, NamedTensor{"xh", &xh},
+        NamedTensor{"lat_out", &lat_out}, NamedTensor{"w1", &w1}, NamedTensor{"wlat_t", &wlat_t},
+        NamedTensor{"mix_kjc", &mix_kjc}, NamedTensor{"wg_t", &wg_t}, NamedTensor{"wu_t", &wu_t},
+        NamedTensor{"wd_t", &wd_t}}) {
+    check_inner_stride(op, nt.first, *nt.second);
+  }
+  check_writable(op, {"lat_out", &lat_out},
+                 {{"xh", &xh}, {"w1", &w1}, {"wlat_t", &wlat_t}, {"mix_kjc", &mix_kjc},
+                  {"wg_t", &wg_t}, {"wu_t", &wu_t}, {"wd_t", &wd_t}});
+  return d;
+}
+
+void check_latent_ids(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1) {
+  constexpr const char* meaning = "token ids index w1, V = w1.shape[0]";
+  check_index_range("latent_pass", "blk", blk.narrow(1, 0, d.B - 1), 0, d.V, meaning);
+  check_index_range("latent_pass", "tok_am1", tok_am1, 0, d.V, meaning);
+}
+
+namespace {
+
+// base / bias of add_argmax: [rows, V] or [N, B-1, V], unit stride along V.
+RowStrides check_row_operand(const char* op, const char* name, const at::Tensor& t, int64_t N,
+                             int64_t Bm1) {
+  TORCH_CHECK_VALUE(t.dim() == 2 || t.dim() == 3, op, ": ", name,
+                    " must be [N * (B - 1), V] or [N, B - 1, V], got shape ", t.sizes());
+  check_inner_stride(op, name, t);
+  if (t.dim() == 2) {
+    check_size(op, name, t, 0, N * Bm1, "rows = N * (B - 1) from blk");
+    return {t.stride(0) * Bm1, t.stride(0)};
+  }
+  check_size(op, name, t, 0, N, "N = blk.shape[0]");
+  check_size(op, name, t, 1, Bm1, "B - 1 from blk");
+  return {t.stride(0), t.stride(1)};
+}
+
+}  // namespace
+
+AddArgmaxDims check_add_argmax(const at::Tensor& base, const at::Tensor& bias,
+                               const at::Tensor& blk) {
+  constexpr const char* op = "add_argmax_to_blk";
+  check_same_device(op, {{"base", &base}, {"bias", &bias}, {"blk", &blk}});
+  check_float_dtype(op, "base", base);
+  TORCH_CHECK_TYPE(bias.scalar_type() == base.scalar_type(), op, ": bias must have base's dtype ",
+                   base.scalar_type(), ", got ", bias.scalar_type());
+  check_dtype(op, "blk", blk, at::kLong);
+  check_dim(op, "blk", blk, 2);
+  check_inner_stride(op, "blk", blk);
+  AddArgmaxDims d{};
+  d.N = blk.size(0);
+  TORCH_CHECK_VALUE(blk.size(1) >= 1, op, ": blk.shape[1] (B) must be >= 1, got ", blk.size(1));
+  d.Bm1 = blk.size(1) - 1;
+  d.base = check_row_operand(op, "base", base, d.N, d.Bm1);
+  d.bias = check_row_operand(op, "bias", bias, d.N, d.Bm1);
+  d.V = base.size(-1);
+  TORCH_CHECK_VALUE(d.V >= 1, op, ": base.shape[-1] (V) must be >= 1, got ", d.V);
+  TORCH_CHECK_VALUE(d.V <= std::numeric_limits<int32_t>::max(), op, ": base.shape[-1] (V) must be < 2^31, got ", d.V);
+  TORCH_CHECK_VALUE(bias.size(-1) == d.V, op, ": bias.shape[-1] must be V = base.shape[-1] = ", d.V,
+                    ", got ", bias.size(-1));
+  check_writable(op, {"blk", &blk}, {{"base", &base}, {"bias", &bias}});
+  return d;
+}
+
+TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
+                           const at::Tensor& cand, const at::Tensor& blk) {
+  constexpr const char* op = "topc_argmax_to_blk";
+  check_same_device(op, {{"base_c", &base_c}, {"bias_c", &bias_c}, {"cand", &cand}, {"blk", &blk}});
+  check_float_dtype(op, "base_c", base_c);
+  TORCH_CHECK_TYPE(bias_c.scalar_type() == base_c.scalar_type(), op,
+                   ": bias_c must have base_c's dtype ", base_c.scalar_type(), ", got ",
+                   bias_c.scalar_type());
+  check_dtype(op, "cand", cand, at::kLong);
+  check_dtype(op, "blk", blk, at::kLong);
+  check_dim(op, "blk", blk, 2);
+  check_dim(op, "base_c", base_c, 3);
+  check_dim(op, "bias_c", bias_c, 3);
+  check_dim(op, "cand", cand, 3);
+  TopcDims d{};
+  d.N = blk.size(0);
+  TORCH_CHECK_VALUE(blk.size(1) >= 1, op, ": blk.shape[1] (B) must be >= 1, got ", blk.size(1));
+  d.Bm1 = blk.size(1) - 1;
+  d.C = base_c.size(2);
+  TORCH_CHECK_VALUE(d.C >= 1, op, ": base_c.shape[2] (C, candidates per slot) must be >= 1, got ", d.C);
+  TORCH_CHECK_VALUE(d.C <= std::numeric_limits<int32_t>::max(), op, ": base_c.shape[2] (C) must be < 2^31, got ", d.C);
+  for (const NamedTensor& nt : {NamedTensor{"base_c", &base_c}, NamedTensor{"bias_c", &bias_c},
+                                NamedTensor{"cand", &cand}}) {
+    check_size(op, nt.first, *nt.second, 0, d.N, "N = blk.shape[0]");
+    check_size(op, nt.first, *nt.second, 1, d.Bm1, "B - 1 from blk");
+    check_size(op, nt.first, *nt.second, 2, d.C, "C = base_c.shape[2]");
+    check_inner_stride(op, nt.first, *nt.second);
+  }
+  check_inner_stride(op, "blk", blk);
+  check_writable(op, {"blk", &blk}, {{"cand", &cand}});
+  return d;
+}
+
+void check_topc_ids(const at::Tensor& cand) {
+  check_index_range("topc_argmax_to_blk", "cand", cand, 0, std::numeric_limits<int64_t>::max(),
+                    "candidate ids are vocabulary ids");
+}
+
+}  // namespace xpress

@@ -1,0 +1,70 @@
+// Argument checks shared by the CPU implementations and the CUDA launchers.  Every failure is
+// a typed error that names the op and the argument and gives expected vs actual:
+//   TypeError  - wrong dtype
+//   ValueError - wrong device, rank, size, stride, or an output that overlaps itself/an input
+//   IndexError - an id outside its range (CPU always; CUDA under XPRESS_EXT_VALIDATE=1)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+namespace xpress {
+
+using NamedTensor = std::pair<const char*, const at::Tensor*>;
+
+// dtype / rank / device / stride checks of a single tensor.
+void check_dtype(const char* op, const char* name, const at::Tensor& t, c10::ScalarType expected);
+void check_float_dtype(const char* op, const char* name, const at::Tensor& t);
+void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t expected);
+void check_size(const char* op, const char* name, const at::Tensor& t, int64_t dim,
+                int64_t expected, const char* meaning);
+void check_inner_stride(const char* op, const char* name, const at::Tensor& t);
+// All tensors on the device of the first one (named in the message).
+void check_same_device(const char* op, std::initializer_list<NamedTensor> tensors);
+// A written tensor must not write one element twice nor overlap any input.  Decided exactly
+// for dense tensors; strided views that torch cannot decide cheaply are accepted.
+void check_writable(const char* op, const NamedTensor& out,
+                    std::initializer_list<NamedTensor> inputs);
+
+// IndexError naming `name` and the first position holding a value outside [lo, hi).  CUDA
+// tensors are copied to the host first (a synchronising debug check).
+void check_index_range(const char* op, const char* name, const at::Tensor& ids, int64_t lo,
+                       int64_t hi, const char* range_meaning);
+
+// XPRESS_EXT_VALIDATE=1: CUDA launchers check id ranges on the host before launching.
+bool validate_enabled();
+
+struct LatentDims {
+  int64_t N, B, R, H, V;
+};
+LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
+                             const at::Tensor& lat_out, const at::Tensor& w1,
+                             const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
+                             const at::Tensor& wg_t, const at::Tensor& wu_t,
+                             const at::Tensor& wd_t);
+// Ids the latent pass reads: blk[:, :B-1] and tok_am1, each in [0, V).
+void check_latent_ids(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1);
+
+// A [rows, V] or [N, B-1, V] row operand seen as (n, b) strides.
+struct RowStrides {
+  int64_t sn, sb;
+};
+struct AddArgmaxDims {
+  int64_t N, Bm1, V;
+  RowStrides base, bias;
+};
+AddArgmaxDims check_add_argmax(const at::Tensor& base, const at::Tensor& bias,
+                               const at::Tensor& blk);
+
+struct TopcDims {
+  int64_t N, Bm1, C;
+};
+TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
+                           const at::Tensor& cand, const at::Tensor& blk);
+// Candidate ids are vocabulary ids: never negative.
+void check_topc_ids(const at::Tensor& cand);
+
+}  // namespace xpress

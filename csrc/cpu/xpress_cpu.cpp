@@ -1,0 +1,192 @@
+// CPU implementations of the XPress ops.  Plain loops with a fixed summation order per output
+// (a BLAS call may block differently for different batch sizes, and a row's result must not
+// depend on the rest of the batch).  Ids out of range raise IndexError before anything is
+// written.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "../checks.h"
+#include "../dispatch.h"
+#include "../kernels/argmax_key.h"
+#include "../ops.h"
+
+namespace xpress {
+namespace {
+
+template <typename T>
+inline float round_to(float v) {
+  return static_cast<float>(static_cast<T>(v));
+}
+
+inline float silu(float g) { return g / (1.0f + std::exp(-g)); }
+
+// acc[0:len] += sum_k a[k] * W[k, 0:len] over k < K (W row-major, row stride ldw), summed in
+// 16-wide K steps that are then added to acc: blocked fp32 summation, as the CUDA kernel's MMA
+// accumulates, and about as accurate as a BLAS.
+void accumulate_rows(float* acc, const float* a, const float* W, int64_t ldw, int64_t K,
+                     int64_t len, float* step) {
+  for (int64_t k0 = 0; k0 < K; k0 += 16) {
+    std::fill(step, step + len, 0.f);
+    const int64_t k1 = std::min<int64_t>(K, k0 + 16);
+    for (int64_t k = k0; k < k1; ++k) {
+      const float ak = a[k];
+      const float* w = W + k * ldw;
+      for (int64_t c = 0; c < len; ++c) step[c] += ak * w[c];
+    }
+    for (int64_t c = 0; c < len; ++c) acc[c] += step[c];
+  }
+}
+
+// fp32 contiguous copy.  Products of two dtype values are exact in fp32, so converting once up
+// front changes only the speed.
+at::Tensor as_f32(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
+
+template <typename T>
+void latent_pass_impl(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1,
+                      const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
+                      const at::Tensor& wlat_t, const at::Tensor& mix_kjc, const at::Tensor& wg_t,
+                      const at::Tensor& wu_t, const at::Tensor& wd_t, bool do_mlp) {
+  const int64_t N = d.N, B = d.B, R = d.R, H = d.H;
+  // prev[n, 0] = tok_am1[n], prev[n, b] = blk[n, b - 1]; only the gathered rows of w1 are
+  // converted.
+  const at::Tensor prev = at::cat({tok_am1.unsqueeze(1), blk.narrow(1, 0, B - 1)}, 1);
+  const at::Tensor emb = as_f32(w1.index_select(0, prev.reshape(-1)));
+  const at::Tensor xh_f = as_f32(xh);
+  const at::Tensor wlat_f = as_f32(wlat_t);
+  const at::Tensor mix_f = as_f32(mix_kjc);
+  const at::Tensor wg_f = do_mlp ? as_f32(wg_t) : at::Tensor();
+  const at::Tensor wu_f = do_mlp ? as_f32(wu_t) : at::Tensor();
+  const at::Tensor wd_f = do_mlp ? as_f32(wd_t) : at::Tensor();
+  const float* emb_p = emb.const_data_ptr<float>();
+  const float* xh_p = xh_f.const_data_ptr<float>();
+  const float* wlat = wlat_f.const_data_ptr<float>();
+  const float* mix = mix_f.const_data_ptr<float>();
+  T* out = lat_out.mutable_data_ptr<T>();
+  const int64_t out_sn = lat_out.stride(0), out_sb = lat_out.stride(1);
+
+  at::parallel_for(0, N, 1, [&](int64_t n_begin, int64_t n_end) {
+    std::vector<float> x(B * R), u(B * R), acc(R), ub(R), g(H), v(H), m(H);
+    std::vector<float> step(std::max(R, H));
+    for (int64_t n = n_begin; n < n_end; ++n) {
+      // x[b] = xh[n, b] + emb(prev[b]) @ wlat_t
+      for (int64_t b = 0; b < B; ++b) {
+        std::fill(acc.begin(), acc.end(), 0.f);
+        accumulate_rows(acc.data(), emb_p + (n * B + b) * R, wlat, R, R, R, step.data());
+        const float* h = xh_p + (n * B + b) * R;
+        for (int64_t c = 0; c < R; ++c) x[b * R + c] = acc[c] + h[c];
+      }
+      // u[k] = sum_j mix[k, j] * x[j], over every j
+      for (int64_t k = 0; k < B; ++k) {
+        float* uk = u.data() + k * R;
+        std::fill(uk, uk + R, 0.f);
+        for (int64_t j = 0; j < B; ++j) {
+          const float* mkj = mix + (k * B + j) * R;
+          const float* xj = x.data() + j * R;
+          for (int64_t c = 0; c < R; ++c) uk[c] += mkj[c] * xj[c];
+        }
+      }
+      for (int64_t b = 1; b < B; ++b) {
+        const float* ubf = u.data() + b * R;
+        T* o = out + n * out_sn + (b - 1) * out_sb;
+        if (!do_mlp) {
+          for (int64_t c = 0; c < R; ++c) o[c] = static_cast<T>(ubf[c]);
+          continue;
+        }
+        const float* wg = wg_f.const_data_ptr<float>();
+        const float* wu = wu_f.const_data_ptr<float>();
+        const float* wd = wd_f.const_data_ptr<float>();
+        for (int64_t c = 0; c < R; ++c) ub[c] = round_to<T>(ubf[c]);
+        std::fill(g.begin(), g.end(), 0.f);
+        std::fill(v.begin(), v.end(), 0.f);
+        accumulate_rows(g.data(), ub.data(), wg, H, R, H, step.data());
+        accumulate_rows(v.data(), ub.data(), wu, H, R, H, step.data());
+        for (int64_t hh = 0; hh < H; ++hh) m[hh] = round_to<T>(silu(g[hh]) * v[hh]);
+        std::fill(acc.begin(), acc.end(), 0.f);
+        accumulate_rows(acc.data(), m.data(), wd, R, H, R, step.data());
+        for (int64_t c = 0; c < R; ++c) o[c] = static_cast<T>(ubf[c] + acc[c]);
+      }
+    }
+  });
+}
+
+// argmax_v dtype(a[v] + c[v]) over one row, the SPEC.md rule (first index of the largest key).
+template <typename T>
+int64_t row_argmax(const T* a, const T* c, int64_t len) {
+  uint32_t best_key = 0;
+  int64_t best = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    const float s = round_to<T>(static_cast<float>(a[i]) + static_cast<float>(c[i]));
+    const uint32_t k = argmax_key(s);
+    if (k > best_key) {
+      best_key = k;
+      best = i;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
+                     at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
+                     const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
+                     const at::Tensor& wd_t, bool do_mlp) {
+  const LatentDims d =
+      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
+  if (d.N == 0 || d.B <= 1) return;
+  check_latent_ids(d, blk, tok_am1);
+  XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", c10::BFloat16, c10::Half, float, [&] {
+    latent_pass_impl<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
+                               wd_t, do_mlp);
+  });
+}
+
+void add_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk) {
+  const AddArgmaxDims d = check_add_argmax(base, bias, blk);
+  const int64_t rows = d.N * d.Bm1;
+  if (rows == 0) return;
+  int64_t* out = blk.mutable_data_ptr<int64_t>();
+  const int64_t blk_sn = blk.stride(0), blk_sb = blk.stride(1);
+  XPRESS_DISPATCH_FLOAT(base.scalar_type(), "add_argmax_to_blk", c10::BFloat16, c10::Half, float,
+                        [&] {
+                          const scalar_t* a = base.const_data_ptr<scalar_t>();
+                          const scalar_t* c = bias.const_data_ptr<scalar_t>();
+                          at::parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+                            for (int64_t r = r0; r < r1; ++r) {
+                              const int64_t n = r / d.Bm1, b = r % d.Bm1;
+                              out[n * blk_sn + (b + 1) * blk_sb] =
+                                  row_argmax(a + n * d.base.sn + b * d.base.sb,
+                                             c + n * d.bias.sn + b * d.bias.sb, d.V);
+                            }
+                          });
+                        });
+}
+
+void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
+                            const at::Tensor& cand, at::Tensor& blk) {
+  const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);
+  const int64_t rows = d.N * d.Bm1;
+  if (rows == 0) return;
+  check_topc_ids(cand);
+  int64_t* out = blk.mutable_data_ptr<int64_t>();
+  const int64_t* ids = cand.const_data_ptr<int64_t>();
+  XPRESS_DISPATCH_FLOAT(base_c.scalar_type(), "topc_argmax_to_blk", c10::BFloat16, c10::Half,
+                        float, [&] {
+                          const scalar_t* a = base_c.const_data_ptr<scalar_t>();
+                          const scalar_t* c = bias_c.const_data_ptr<scalar_t>();
+                          for (int64_t r = 0; r < rows; ++r) {
+                            const int64_t n = r / d.Bm1, b = r % d.Bm1;
+                            const int64_t best =
+                                row_argmax(a + n * base_c.stride(0) + b * base_c.stride(1),
+                                           c + n * bias_c.stride(0) + b * bias_c.stride(1), d.C);
+                            out[n * blk.stride(0) + (b + 1) * blk.stride(1)] =
+                                ids[n * cand.stride(0) + b * cand.stride(1) + best];
+                          }
+                        });
+}
+
+}  // namespace xpress

@@ -1,0 +1,311 @@
+// CUDA launchers of the XPress ops: checks, device guard, current stream, dtype dispatch,
+// launch.  No host synchronisation and no allocation (XPRESS_EXT_VALIDATE=1 adds a
+// synchronising id check, for debugging outside graph capture).
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "../checks.h"
+#include "../dispatch.h"
+#include "../kernels/add_argmax.cuh"
+#include "../kernels/latent_pass.cuh"
+#include "../kernels/topc_argmax.cuh"
+#include "../ops.h"
+
+namespace xpress {
+namespace {
+
+namespace k = ::xpress::kernels;
+
+template <typename T>
+const T* cptr(const at::Tensor& t) {
+  return reinterpret_cast<const T*>(t.const_data_ptr());
+}
+
+template <typename T>
+T* mptr(at::Tensor& t) {
+  return reinterpret_cast<T*>(t.mutable_data_ptr());
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// 16-byte vectors over rows of `t` are legal when the data and every row start are aligned.
+bool rows_vectorizable(const at::Tensor& t, std::initializer_list<int64_t> row_strides) {
+  if (!aligned16(t.const_data_ptr())) return false;
+  for (int64_t s : row_strides) {
+    if ((s * static_cast<int64_t>(t.element_size())) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// cudaLaunchKernelEx configuration with a 1-D cluster dimension when cluster > 1.
+struct LaunchConfig {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  LaunchConfig(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = cluster > 1 ? 1 : 0;
+  }
+  LaunchConfig(const LaunchConfig&) = delete;  // cfg.attrs points into this object
+  LaunchConfig& operator=(const LaunchConfig&) = delete;
+};
+
+// ---------------------------------------------------------------------------------------------
+// latent_pass
+
+// Clusters of a kernel/configuration that can be co-resident on the device, asked once per
+// configuration (it does not change while the process runs).  The first ask on a device also
+// raises the kernel's dynamic shared-memory limit to the device's opt-in maximum, once, so
+// every later configuration fits under it.
+template <typename Kernel>
+int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, size_t>, int> cache;
+  static std::map<int, bool> prepared;
+  const auto key = std::make_tuple(device, cluster, smem);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (!prepared[device]) {
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(prop->sharedMemPerBlockOptin)));
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    prepared[device] = true;
+  }
+  const LaunchConfig lc(dim3(cluster), dim3(k::kLatentThreads), smem, nullptr, cluster);
+  int clusters = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc.cfg));
+  cache.emplace(key, clusters);
+  return clusters;
+}
+
+template <typename T>
+void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1,
+                        const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
+                        const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
+                        const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t,
+                        bool do_mlp) {
+  const int device = blk.get_device();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  TORCH_CHECK_NOT_IMPLEMENTED(prop->major >= 9,
+                              "latent_pass: the CUDA kernel uses thread-block clusters and needs "
+                              "compute capability 9.0 or newer; ",
+                              prop->name, " is ", prop->major, ".", prop->minor);
+  const int R = static_cast<int>(d.R), H = static_cast<int>(d.H), B = static_cast<int>(d.B);
+  const int elem = static_cast<int>(sizeof(T));
+  const size_t smem_limit = prop->sharedMemPerBlockOptin;
+
+  // The cluster size is chosen from (dtype, R, H, B) only -- never from N -- so a row's
+  // summation order, and therefore its bits, do not depend on the batch.
+  const int min_blocks = std::max(1, 16 / B);
+  int cluster = 0;
+  k::LatentTiling tiling{};
+  for (int cl : {8, 16}) {
+    tiling = k::make_latent_tiling(R, H, B, elem, cl, min_blocks);
+    if (tiling.smem_bytes <= smem_limit) {
+      cluster = cl;
+      break;
+    }
+  }
+  TORCH_CHECK_VALUE(cluster != 0, "latent_pass: R=", R, ", H=", H, ", B=", B, " in ",
+                    xh.scalar_type(), " needs ", tiling.smem_bytes,
+                    " bytes of shared memory per CTA even with the weights split over a 16-CTA "
+                    "cluster; this GPU allows ",
+                    smem_limit, ". The CPU implementation has no such limit.");
+
+  auto kernel = k::latent_pass_kernel<T>;
+  // Grow the group (rows per cluster iteration) while there are more groups than co-resident
+  // clusters: bigger groups reuse each resident weight slice for more rows.
+  int clusters = max_active_clusters(kernel, device, cluster, tiling.smem_bytes);
+  TORCH_CHECK(clusters > 0, "latent_pass: no ", cluster, "-CTA cluster with ", tiling.smem_bytes,
+              " bytes of shared memory per CTA fits on ", prop->name);
+  for (int blocks = min_blocks * 2; blocks * B <= 64; blocks *= 2) {
+    const k::LatentTiling bigger = k::make_latent_tiling(R, H, B, elem, cluster, blocks);
+    if (bigger.smem_bytes > smem_limit) break;
+    const int64_t groups_now = (d.N + tiling.blocks_per_group - 1) / tiling.blocks_per_group;
+    if (groups_now <= clusters) break;
+    const int bigger_clusters = max_active_clusters(kernel, device, cluster, bigger.smem_bytes);
+    if (bigger_clusters <= 0) break;
+    tiling = bigger;
+    clusters = bigger_clusters;
+  }
+  const int64_t groups = (d.N + tiling.blocks_per_group - 1) / tiling.blocks_per_group;
+  const int grid_clusters = static_cast<int>(std::min<int64_t>(groups, clusters));
+
+  k::LatentArgs<T> a{};
+  a.blk = blk.const_data_ptr<int64_t>();
+  a.blk_sn = blk.stride(0);
+  a.blk_sb = blk.stride(1);
+  a.tok_am1 = tok_am1.const_data_ptr<int64_t>();
+  a.am1_s = tok_am1.stride(0);
+  a.xh = cptr<T>(xh);
+  a.xh_sn = xh.stride(0);
+  a.xh_sb = xh.stride(1);
+  a.lat_out = mptr<T>(lat_out);
+  a.out_sn = lat_out.stride(0);
+  a.out_sb = lat_out.stride(1);
+  a.w1 = cptr<T>(w1);
+  a.w1_s = w1.stride(0);
+  a.vocab = d.V;
+  a.wlat = cptr<T>(wlat_t);
+  a.wlat_s = wlat_t.stride(0);
+  a.mix = cptr<T>(mix_kjc);
+  a.mix_sk = mix_kjc.stride(0);
+  a.mix_sj = mix_kjc.stride(1);
+  a.wg = cptr<T>(wg_t);
+  a.wg_s = wg_t.stride(0);
+  a.wu = cptr<T>(wu_t);
+  a.wu_s = wu_t.stride(0);
+  a.wd = cptr<T>(wd_t);
+  a.wd_s = wd_t.stride(0);
+  a.N = static_cast<int>(d.N);
+  a.B = B;
+  a.R = R;
+  a.H = H;
+  a.num_groups = static_cast<int>(groups);
+  a.do_mlp = do_mlp;
+  constexpr int kV = k::kVecElems<T>;
+  a.vec_w1 = R % kV == 0 && rows_vectorizable(w1, {w1.stride(0)});
+  a.vec_weights = R % kV == 0 && H % kV == 0 && rows_vectorizable(wlat_t, {wlat_t.stride(0)}) &&
+                  rows_vectorizable(wg_t, {wg_t.stride(0)}) &&
+                  rows_vectorizable(wu_t, {wu_t.stride(0)}) &&
+                  rows_vectorizable(wd_t, {wd_t.stride(0)});
+  a.t = tiling;
+
+  const LaunchConfig lc(dim3(grid_clusters * cluster), dim3(k::kLatentThreads),
+                        tiling.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(),
+                        cluster);
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, a));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// add_argmax_to_blk
+
+template <typename T>
+void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at::Tensor& bias,
+                       at::Tensor& blk) {
+  const int device = blk.get_device();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  const int64_t rows = d.N * d.Bm1;
+  constexpr int kV = k::kVecElems<T>;
+
+  // Split rows over a cluster until the grid holds several row-chunks per SM (sm_90+ only);
+  // never into chunks of less than one vector per thread.
+  int splits = 1;
+  if (prop->major >= 9) {
+    const int64_t target = 4LL * prop->multiProcessorCount;
+    while (splits < k::kArgmaxMaxSplits && rows * splits < target &&
+           d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxThreads) * kV) {
+      splits *= 2;
+    }
+  }
+  k::AddArgmaxArgs<T> a{};
+  a.base = cptr<T>(base);
+  a.base_sn = d.base.sn;
+  a.base_sb = d.base.sb;
+  a.bias = cptr<T>(bias);
+  a.bias_sn = d.bias.sn;
+  a.bias_sb = d.bias.sb;
+  a.blk = mptr<int64_t>(blk);
+  a.blk_sn = blk.stride(0);
+  a.blk_sb = blk.stride(1);
+  a.rows = rows;
+  a.bm1 = d.Bm1;
+  a.vocab = d.V;
+  a.chunk = (d.V + splits - 1) / splits;
+  a.chunk = (a.chunk + kV - 1) / kV * kV;
+  const bool vec = rows_vectorizable(base, {d.base.sn, d.base.sb}) &&
+                   rows_vectorizable(bias, {d.bias.sn, d.bias.sb});
+
+  const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
+                        dim3(k::kArgmaxThreads), 0,
+                        at::cuda::getCurrentCUDAStream(device).stream(), splits);
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, vec ? k::add_argmax_kernel<T, true>
+                                                 : k::add_argmax_kernel<T, false>,
+                                    a));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// topc_argmax_to_blk
+
+template <typename T>
+void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::Tensor& bias_c,
+                        const at::Tensor& cand, at::Tensor& blk) {
+  const int64_t rows = d.N * d.Bm1;
+  k::TopcArgmaxArgs<T> a{};
+  a.base = cptr<T>(base_c);
+  a.base_sn = base_c.stride(0);
+  a.base_sb = base_c.stride(1);
+  a.bias = cptr<T>(bias_c);
+  a.bias_sn = bias_c.stride(0);
+  a.bias_sb = bias_c.stride(1);
+  a.cand = cand.const_data_ptr<int64_t>();
+  a.cand_sn = cand.stride(0);
+  a.cand_sb = cand.stride(1);
+  a.blk = mptr<int64_t>(blk);
+  a.blk_sn = blk.stride(0);
+  a.blk_sb = blk.stride(1);
+  a.rows = rows;
+  a.bm1 = d.Bm1;
+  a.C = d.C;
+  a.warps_per_row = d.C > 1024 ? k::kTopcWarps : 1;
+  const int64_t rows_per_cta = k::kTopcWarps / a.warps_per_row;
+  const int64_t grid = (rows + rows_per_cta - 1) / rows_per_cta;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(blk.get_device()).stream();
+  k::topc_argmax_kernel<T><<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
+                      at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
+                      const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
+                      const at::Tensor& wd_t, bool do_mlp) {
+  const LatentDims d =
+      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
+  const c10::cuda::OptionalCUDAGuard guard(blk.device());
+  if (d.N == 0 || d.B <= 1) return;
+  if (validate_enabled()) check_latent_ids(d, blk, tok_am1);
+  XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", __nv_bfloat16, __half, float, [&] {
+    launch_latent_pass<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
+                                 wd_t, do_mlp);
+  });
+}
+
+void add_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk) {
+  const AddArgmaxDims d = check_add_argmax(base, bias, blk);
+  const c10::cuda::OptionalCUDAGuard guard(blk.device());
+  if (d.N * d.Bm1 == 0) return;
+  XPRESS_DISPATCH_FLOAT(base.scalar_type(), "add_argmax_to_blk", __nv_bfloat16, __half, float,
+                        [&] { launch_add_argmax<scalar_t>(d, base, bias, blk); });
+}
+
+void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
+                             const at::Tensor& cand, at::Tensor& blk) {
+  const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);
+  const c10::cuda::OptionalCUDAGuard guard(blk.device());
+  if (d.N * d.Bm1 == 0) return;
+  if (validate_enabled()) check_topc_ids(cand);
+  XPRESS_DISPATCH_FLOAT(base_c.scalar_type(), "topc_argmax_to_blk", __nv_bfloat16, __half, float,
+                        [&] { launch_topc_argmax<scalar_t>(d, base_c, bias_c, cand, blk); });
+}
+
+}  // namespace xpress

@@ -1,0 +1,135 @@
+// Fused add + argmax over the vocabulary (SPEC.md "add_argmax_to_blk"): one launch, the
+// [rows, V] sum is never stored.
+//
+// Grid: (splits, min(rows, 65535)); a cluster of `splits` CTAs (1..8) shares one row, each CTA
+// scanning a contiguous 16-byte-aligned chunk of it.  512 threads per CTA, 16-byte streaming
+// loads of base and bias, 4 vectors of each in flight per thread.  Each thread keeps the first
+// best element it sees in index order; the CTA reduces packed (key, ~index) words with CUB, and
+// the cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global
+// scratch and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the
+// GPU (splits is raised when rows are few so that every SM has several row-chunks to stream).
+#pragma once
+
+#include <cooperative_groups.h>
+
+#include <cub/block/block_reduce.cuh>
+#include <cuda/functional>
+
+#include "argmax.cuh"
+
+namespace xpress {
+namespace kernels {
+
+constexpr int kArgmaxThreads = 512;
+constexpr int kArgmaxUnroll = 4;
+constexpr int kArgmaxMaxSplits = 8;
+
+template <typename T>
+struct AddArgmaxArgs {
+  const T* base;
+  int64_t base_sn, base_sb;  // row r = n * (B - 1) + b lives at n * sn + b * sb
+  const T* bias;
+  int64_t bias_sn, bias_sb;
+  int64_t* blk;
+  int64_t blk_sn, blk_sb;
+  int64_t rows;
+  int64_t bm1;    // B - 1
+  int64_t vocab;  // V
+  int64_t chunk;  // elements per split (a multiple of the vector width)
+};
+
+// Scans [lo, hi) of one row.  kVec: both row starts are 16-byte aligned; lo is a multiple of the
+// vector width, the last partial vector (hi not a multiple) is read element by element.
+template <typename T, bool kVec>
+__device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* base, const T* bias,
+                                                int64_t lo, int64_t hi) {
+  if constexpr (kVec) {
+    constexpr int kV = kVecElems<T>;
+    constexpr int64_t kStride = static_cast<int64_t>(kArgmaxThreads) * kV;
+    const int64_t full_end = lo + (hi - lo) / kV * kV;
+    for (int64_t i = lo + threadIdx.x * kV; i < full_end; i += kStride * kArgmaxUnroll) {
+      Vec16<T> a[kArgmaxUnroll], c[kArgmaxUnroll];
+#pragma unroll
+      for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int64_t j = i + u * kStride;
+        if (j < full_end) {
+          a[u].raw = ld_stream16(base + j);
+          c[u].raw = ld_stream16(bias + j);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int64_t j = i + u * kStride;
+        if (j < full_end) {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) best.offer(rounded_sum(a[u].elem[e], c[u].elem[e]), j + e);
+        }
+      }
+    }
+    const int64_t j = full_end + threadIdx.x;  // at most kV - 1 tail elements
+    if (j < hi) best.offer(rounded_sum(base[j], bias[j]), j);
+  } else {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += static_cast<int64_t>(kArgmaxThreads) * 4) {
+      T a[4], c[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = i + u * kArgmaxThreads;
+        if (j < hi) {
+          a[u] = base[j];
+          c[u] = bias[j];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t j = i + u * kArgmaxThreads;
+        if (j < hi) best.offer(rounded_sum(a[u], c[u]), j);
+      }
+    }
+  }
+}
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kArgmaxThreads)
+    add_argmax_kernel(const __grid_constant__ AddArgmaxArgs<T> p) {
+  using BlockReduce = cub::BlockReduce<uint64_t, kArgmaxThreads>;
+  __shared__ typename BlockReduce::TempStorage reduce_storage;
+  __shared__ uint64_t split_best[kArgmaxMaxSplits];
+  const int split = blockIdx.x;
+  const int splits = gridDim.x;  // == the cluster size
+
+  for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {
+    const int64_t n = row / p.bm1;
+    const int64_t b = row % p.bm1;
+    const int64_t lo = split * p.chunk;
+    const int64_t hi = lo + p.chunk < p.vocab ? lo + p.chunk : p.vocab;
+    RunningArgmax best;
+    if (lo < hi) {
+      scan_add_argmax<T, kVec>(best, p.base + n * p.base_sn + b * p.base_sb,
+                               p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi);
+    }
+    const uint64_t block_best = BlockReduce(reduce_storage).Reduce(best.packed(), cuda::maximum<>{});
+    int64_t* dst = p.blk + n * p.blk_sn + (b + 1) * p.blk_sb;
+    if (splits == 1) {
+      if (threadIdx.x == 0) *dst = argmax_unpack_index(block_best);
+    } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      namespace cg = cooperative_groups;
+      cg::cluster_group cluster = cg::this_cluster();
+      if (threadIdx.x == 0) *(cluster.map_shared_rank(split_best, 0) + split) = block_best;
+      cluster.sync();
+      if (split == 0 && threadIdx.x == 0) {
+        uint64_t v = split_best[0];
+        for (int s = 1; s < splits; ++s) v = split_best[s] > v ? split_best[s] : v;
+        *dst = argmax_unpack_index(v);
+      }
+      cluster.sync();  // rank 0 has read the slots before the next row overwrites them
+#else
+      __trap();  // splits > 1 is launched only on sm_90+
+#endif
+    }
+    __syncthreads();  // reduce_storage is reused by the next row
+  }
+}
+
+}  // namespace kernels
+}  // namespace xpress

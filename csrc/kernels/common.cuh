@@ -1,0 +1,193 @@
+// Device helpers shared by the CUDA kernels: dtype conversions, 16-byte vectors, cp.async,
+// ldmatrix and the m16n8k16 tensor-core MMA.  Torch-free: raw pointers and sizes only.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "argmax_key.h"
+
+namespace xpress {
+namespace kernels {
+
+template <typename T>
+struct DType;
+
+template <>
+struct DType<float> {
+  static constexpr bool kTensorCore = false;
+  __device__ __forceinline__ static float to_float(float v) { return v; }
+  __device__ __forceinline__ static float from_float(float v) { return v; }
+};
+
+template <>
+struct DType<__nv_bfloat16> {
+  static constexpr bool kTensorCore = true;
+  __device__ __forceinline__ static float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  __device__ __forceinline__ static __nv_bfloat16 from_float(float v) {
+    return __float2bfloat16_rn(v);
+  }
+};
+
+template <>
+struct DType<__half> {
+  static constexpr bool kTensorCore = true;
+  __device__ __forceinline__ static float to_float(__half v) { return __half2float(v); }
+  __device__ __forceinline__ static __half from_float(float v) { return __float2half_rn(v); }
+};
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  return DType<T>::to_float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v) {
+  return DType<T>::from_float(v);
+}
+
+// dtype(a + b) as torch computes it: fp32 add of the two values, rounded once to the dtype.
+template <typename T>
+__device__ __forceinline__ float rounded_sum(T a, T b) {
+  return to_float(from_float<T>(to_float(a) + to_float(b)));
+}
+
+// Elements of T in one 16-byte vector.
+template <typename T>
+constexpr int kVecElems = 16 / static_cast<int>(sizeof(T));
+
+template <typename T>
+union Vec16 {
+  int4 raw;
+  T elem[kVecElems<T>];
+};
+
+// Streaming 16-byte read-only load: the data is read once, keep it out of L1.
+__device__ __forceinline__ int4 ld_stream16(const void* ptr) {
+  int4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// 16-byte global->shared copy; src_bytes = 0 zero-fills the destination without reading src.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem_dst)),
+               "l"(gmem_src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32(smem)));
+}
+
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_u32(smem)));
+}
+
+// d += a * b for one 16x8x16 tile, fp32 accumulation.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
+                                          const uint32_t (&b)[2]);
+
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
+                                                         const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4],
+                                                  const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One warp accumulates a 16x8 output tile over k in [k_begin, k_end) (multiples of 16):
+//   acc += A[0:16, k] @ Bm[k, 0:8]
+// A is row-major in shared memory (lda elements per row), Bm is row-major [K, N] in shared
+// memory (ldb per row), both already offset to the tile's first row / column.  The accumulator
+// uses the mma.sync C layout: lane holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0,1}.
+// 16-bit types run on the tensor cores; fp32 runs the same layout on the FMA units, so fp32
+// keeps full fp32 products (no tf32).
+template <typename T>
+__device__ __forceinline__ void warp_tile_mma(float (&acc)[4], const T* A, int lda, const T* Bm,
+                                              int ldb, int k_begin, int k_end, int lane) {
+  if constexpr (DType<T>::kTensorCore) {
+    const T* a_row = A + (lane & 15) * lda + (lane >> 4) * 8;
+    const T* b_row = Bm + (lane & 15) * ldb;
+#pragma unroll 4
+    for (int k = k_begin; k < k_end; k += 16) {
+      uint32_t a[4], b[2];
+      ldmatrix_x4(a, a_row + k);
+      ldmatrix_x2_trans(b, b_row + static_cast<int64_t>(k) * ldb);
+      mma_16816<T>(acc, a, b);
+    }
+  } else {
+    const int r0 = lane >> 2;
+    const int c0 = (lane & 3) * 2;
+    const T* a0 = A + r0 * lda;
+    const T* a1 = A + (r0 + 8) * lda;
+    // Like the tensor-core path, each 16-wide K step is summed on its own and then added to
+    // the accumulator: blocked fp32 summation, about as accurate as cuBLAS.
+    for (int k0 = k_begin; k0 < k_end; k0 += 16) {
+      float step[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int k = k0; k < k0 + 16; ++k) {
+        const float b0 = Bm[k * ldb + c0];
+        const float b1 = Bm[k * ldb + c0 + 1];
+        step[0] = fmaf(a0[k], b0, step[0]);
+        step[1] = fmaf(a0[k], b1, step[1]);
+        step[2] = fmaf(a1[k], b0, step[2]);
+        step[3] = fmaf(a1[k], b1, step[3]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] += step[i];
+    }
+  }
+}
+
+// Stores a pair of adjacent elements (columns c, c+1 of one row) as one 4- or 8-byte word.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float v0, float v1) {
+  if constexpr (sizeof(T) == 2) {
+    struct alignas(4) Pair {
+      T x, y;
+    } p{from_float<T>(v0), from_float<T>(v1)};
+    *reinterpret_cast<Pair*>(dst) = p;
+  } else {
+    *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+  }
+}
+
+__device__ __forceinline__ int64_t clamp_index(int64_t v, int64_t size) {
+  return v < 0 ? 0 : (v >= size ? size - 1 : v);
+}
+
+}  // namespace kernels
+}  // namespace xpress

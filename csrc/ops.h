@@ -1,0 +1,28 @@
+// Declarations shared by the bindings (torch_bindings.cpp) and the implementations
+// (cpu/*.cpp, cuda/*.cu).  Written tensors are non-const references; ops that write into
+// caller buffers return nothing.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace xpress {
+
+void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
+                     at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
+                     const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
+                     const at::Tensor& wd_t, bool do_mlp);
+void add_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk);
+void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
+                            const at::Tensor& cand, at::Tensor& blk);
+
+#ifdef XPRESS_EXT_WITH_CUDA
+void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
+                      at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
+                      const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
+                      const at::Tensor& wd_t, bool do_mlp);
+void add_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk);
+void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
+                             const at::Tensor& cand, at::Tensor& blk);
+#endif
+
+}  // namespace xpress

@@ -1,0 +1,37 @@
+// Every schema of the xpress_ext library, in one place, and the backend registrations.
+// Written tensors carry their own alias set; ops that write into caller buffers return ().
+#include <Python.h>
+#include <torch/library.h>
+
+#include "ops.h"
+
+TORCH_LIBRARY(xpress_ext, m) {
+  m.def(
+      "latent_pass(Tensor blk, Tensor tok_am1, Tensor xh, Tensor(a!) lat_out, Tensor w1, "
+      "Tensor wlat_t, Tensor mix_kjc, Tensor wg_t, Tensor wu_t, Tensor wd_t, "
+      "bool do_mlp=True) -> ()");
+  m.def("add_argmax_to_blk(Tensor base, Tensor bias, Tensor(a!) blk) -> ()");
+  m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
+  m.impl("latent_pass", &xpress::latent_pass_cpu);
+  m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cpu);
+  m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
+}
+
+#ifdef XPRESS_EXT_WITH_CUDA
+TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
+  m.impl("latent_pass", &xpress::latent_pass_cuda);
+  m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cuda);
+  m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);
+}
+#endif
+
+// `import xpress_ext._C` loads this library, which runs the registrations above.  The module
+// itself is empty: it exists only so that the abi3 .so can be imported by every Python 3.x.
+extern "C" PyObject* PyInit__C(void) {
+  static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr,
+                                   nullptr, nullptr, nullptr, nullptr};
+  return PyModule_Create(&module_def);
+}

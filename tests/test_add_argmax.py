@@ -1,0 +1,132 @@
+"""add_argmax_to_blk: exact ids against torch and against the rule written out; ties, NaN,
+-inf, signed zeros, dtype rounding, in-place strided views, slots the op does not own."""
+
+import pytest
+import torch
+from xpress_testing import (
+    DEVICES,
+    DTYPE_IDS,
+    DTYPES,
+    V_FULL,
+    blk_with_sentinel,
+    gen,
+    rounded_scores,
+    rule_argmax,
+)
+
+import xpress_ext
+from xpress_ext import reference as ref
+
+
+def check(base, bias, N, B, device):
+    """Runs the op into a sentinel-filled blk and checks every slot."""
+    blk = blk_with_sentinel(N, B, device)
+    xpress_ext.add_argmax_to_blk(base, bias, blk)
+    expect = ref.add_argmax_to_blk(base, bias, blk_with_sentinel(N, B, device))
+    assert torch.equal(blk, expect), "differs from torch's argmax of the dtype sum"
+    assert torch.equal(blk[:, 0], torch.full((N,), -7, device=device)), "slot 0 was written"
+    if N * (B - 1):
+        assert torch.equal(blk[:, 1:].reshape(-1).cpu(), rule_argmax(rounded_scores(base, bias)))
+    return blk
+
+
+def rand_rows(N, B, V, dtype, device, seed, three_d=False):
+    t = torch.randn(N * (B - 1), V, generator=gen(seed)).to(dtype).to(device)
+    return t.view(N, B - 1, V) if three_d else t
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize(
+    "N,B,V",
+    [(1, 16, V_FULL), (3, 5, 111), (37, 16, 111), (4, 2, 7), (16, 16, 4099), (5, 3, 1)],
+)
+@pytest.mark.parametrize("layout", ["2d", "3d", "mixed"])
+def test_parity_random(device, dtype, N, B, V, layout):
+    base = rand_rows(N, B, V, dtype, device, 1, three_d=layout != "2d")
+    bias = rand_rows(N, B, V, dtype, device, 2, three_d=layout == "3d")
+    check(base, bias, N, B, device)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_parity_full_vocab_many_rows(device, dtype):
+    N, B = 37, 16
+    base = rand_rows(N, B, V_FULL, dtype, device, 3, three_d=True)
+    bias = rand_rows(N, B, V_FULL, dtype, device, 4)
+    check(base, bias, N, B, device)
+
+
+def crafted_rows(V, dtype, device):
+    """One row per rule, each with the index the rule must return."""
+    rows, expect = [], []
+    neg = lambda: torch.full((V,), -5.0)  # noqa: E731
+
+    r = neg(); r[[7, 9]] = 3.0; rows.append(r); expect.append(7)  # tie within a chunk
+    r = neg(); r[[V // 2 + 1, 40]] = 3.0; rows.append(r); expect.append(40)  # tie across chunks
+    r = neg(); r[V - 1] = 3.0; rows.append(r); expect.append(V - 1)  # max at the last index
+    r = neg(); r[[V - 1, V // 3]] = 3.0; rows.append(r); expect.append(V // 3)  # tie with the last
+    r = neg(); r[[V - 2, 60]] = float("nan"); r[5] = float("inf"); rows.append(r); expect.append(60)
+    r = torch.full((V,), float("-inf")); rows.append(r); expect.append(0)  # all -inf
+    r = neg(); r[30] = -0.0; r[20] = 0.0; rows.append(r); expect.append(20)  # +0 first
+    r = neg(); r[30] = 0.0; r[20] = -0.0; rows.append(r); expect.append(20)  # -0 first: a tie
+    r = neg(); r[V - 3] = float("inf"); rows.append(r); expect.append(V - 3)
+    base = torch.stack(rows)
+    bias = torch.zeros_like(base)
+    # NaN made by the sum itself: inf + -inf at 90 beats the +inf at 10
+    b1 = neg(); b1[10] = float("inf"); b1[90] = float("inf")
+    c1 = torch.zeros(V); c1[90] = float("-inf")
+    base = torch.cat([base, b1[None]]); bias = torch.cat([bias, c1[None]]); expect.append(90)
+    return base.to(dtype).to(device), bias.to(dtype).to(device), torch.tensor(expect)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("V", [97, V_FULL])
+def test_crafted_ties_nan_inf(device, dtype, V):
+    base, bias, expect = crafted_rows(V, dtype, device)
+    rows = base.shape[0]
+    blk = check(base, bias, rows, 2, device)
+    assert torch.equal(blk[:, 1].cpu(), expect)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_rounding_decides(device, dtype):
+    """The score is dtype(base + bias): sums that differ in fp32 but round to the same dtype
+    value tie, and the first index wins; in fp32 the larger sum wins."""
+    V = 4096 + 77
+    base = torch.full((1, V), -1.0, dtype=torch.float32)
+    bias = torch.zeros(1, V)
+    base[0, [100, 3000]] = 1.0
+    # 2^-11 is below half an ulp of 1.0 in bf16 and fp16, representable on its own in both
+    bias[0, 3000] = 2.0**-11
+    base, bias = base.to(dtype).to(device), bias.to(dtype).to(device)
+    blk = check(base, bias, 1, 2, device)
+    assert blk[0, 1].item() == (3000 if dtype == torch.float32 else 100)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pad", [8, 5], ids=["aligned", "misaligned"])
+def test_in_place_views(device, dtype, pad):
+    """base_full[:, 1:, :] of the [N, B, V] logits and row-padded [rows, V] views are read in
+    place; blk may itself be a strided view; nothing outside its slots 1.. changes."""
+    N, B, V = 6, 16, 5003
+    base_full = torch.randn(N, B, V, generator=gen(5)).to(dtype).to(device)
+    bias_pad = torch.randn(N * (B - 1), V + pad, generator=gen(6)).to(dtype).to(device)
+    base, bias = base_full[:, 1:, :], bias_pad[:, :V]
+    blk_big = torch.full((N, B + 3), -9, dtype=torch.long, device=device)
+    blk = blk_big[:, 1 : B + 1]
+    xpress_ext.add_argmax_to_blk(base, bias, blk)
+    dense = ref.add_argmax_to_blk(base.contiguous(), bias.contiguous(), blk_with_sentinel(N, B, device, -9))
+    assert torch.equal(blk, dense)
+    assert (blk_big[:, 0] == -9).all() and (blk_big[:, B + 1 :] == -9).all() and (blk[:, 0] == -9).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_rows(device):
+    blk = blk_with_sentinel(4, 1, device)
+    xpress_ext.add_argmax_to_blk(torch.empty(0, 9, device=device), torch.empty(0, 9, device=device), blk)
+    assert (blk == -7).all()

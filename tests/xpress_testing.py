@@ -1,0 +1,125 @@
+"""Helpers shared by the tests: devices, input builders, the argmax rule written out."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pytest
+import torch
+
+from xpress_ext import reference as ref
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)] if HAS_CUDA else ["cpu"]
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+DTYPE_IDS = ["bf16", "fp16", "fp32"]
+V_FULL = 151_936
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@contextlib.contextmanager
+def validate_env(on: bool):
+    old = os.environ.get("XPRESS_EXT_VALIDATE")
+    os.environ["XPRESS_EXT_VALIDATE"] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("XPRESS_EXT_VALIDATE", None)
+        else:
+            os.environ["XPRESS_EXT_VALIDATE"] = old
+
+
+# ---------------------------------------------------------------------------------------------
+# latent pass
+
+
+def latent_inputs(N, B, R, H, V, dtype, device, seed=0):
+    """Random head weights scaled so every stage stays O(1), and random tokens.
+
+    Returns a dict with the op's argument names (lat_out excluded)."""
+    g = gen(seed)
+
+    def rnd(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=g) * scale).to(dtype).to(device)
+
+    raw = torch.randn(B, B, R, generator=g) * (0.5 / B)
+    tril = torch.tril(torch.ones(B, B))[:, :, None]
+    mix = raw * tril + torch.eye(B)[:, :, None]
+    return dict(
+        blk=torch.randint(0, V, (N, B), generator=g).to(device),
+        tok_am1=torch.randint(0, V, (N,), generator=g).to(device),
+        xh=rnd(N, B, R),
+        w1=rnd(V, R),
+        wlat_t=rnd(R, R, scale=R**-0.5),
+        mix_kjc=mix.to(dtype).to(device),
+        wg_t=rnd(R, H, scale=R**-0.5),
+        wu_t=rnd(R, H, scale=R**-0.5),
+        wd_t=rnd(H, R, scale=H**-0.5),
+    )
+
+
+LATENT_ORDER = ["blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t"]
+
+
+def latent_args(inp):
+    return [inp[k] for k in LATENT_ORDER]
+
+
+def run_latent(inp, do_mlp=True, lat_out=None):
+    import xpress_ext
+
+    N, B, R = inp["xh"].shape
+    if lat_out is None:
+        lat_out = torch.full((N, B - 1, R), float("nan"), dtype=inp["xh"].dtype, device=inp["xh"].device)
+    xpress_ext.latent_pass(
+        inp["blk"], inp["tok_am1"], inp["xh"], lat_out, inp["w1"], inp["wlat_t"], inp["mix_kjc"],
+        inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp,
+    )
+    return lat_out
+
+
+def assert_latent_close(out, inp, do_mlp=True):
+    """STYLE.md's rule: the op's error against an exact (float64, unrounded) reference is at
+    most twice the error of torch doing the same math in the op's dtype."""
+    args = latent_args(inp)
+    exact = ref.latent_pass(*args, do_mlp, compute_dtype=torch.float64, round_intermediates=False)
+    lowp = ref.latent_pass_lowp(*args, do_mlp)
+    assert out.dtype == inp["xh"].dtype and out.shape == exact.shape
+    assert torch.isfinite(out).all(), "unwritten (NaN-poisoned) or non-finite latents"
+    err = ref.relative_error(out, exact)
+    budget = ref.relative_error(lowp, exact)
+    assert err <= 2 * budget, f"latent error {err:.3g} > 2 x torch low-precision error {budget:.3g}"
+    return err, budget
+
+
+# ---------------------------------------------------------------------------------------------
+# argmax
+
+
+def rule_argmax(scores: torch.Tensor) -> torch.Tensor:
+    """SPEC.md's argmax rule written out without torch.argmax: per row of fp32 scores, the
+    first NaN if any, else the first index of the maximum."""
+    out = []
+    for row in scores.float().cpu():
+        nan = torch.isnan(row).nonzero()
+        if len(nan):
+            out.append(int(nan[0]))
+        else:
+            out.append(int((row == row.max()).nonzero()[0]))
+    return torch.tensor(out, dtype=torch.long)
+
+
+def rounded_scores(base: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """dtype(base + bias) as fp32, rows flattened to [rows, V]."""
+    v = base.shape[-1]
+    return (base.reshape(-1, v) + bias.reshape(-1, v)).float()
+
+
+def blk_with_sentinel(N, B, device, value=-7):
+    return torch.full((N, B), value, dtype=torch.long, device=device)

@@ -1,0 +1,26 @@
+"""xpress_ext: custom ops for XPress speculative drafting and Inkling short convolution.
+
+Importing the package loads the compiled library (``xpress_ext._C``), which registers the
+ops under ``torch.ops.xpress_ext``; ``xpress_ext.ops`` holds typed wrappers and the fake
+kernels ``torch.compile`` traces with.
+"""
+
+import torch  # noqa: F401  (loads libtorch before the extension that links against it)
+
+from . import _C  # noqa: F401  (runs the TORCH_LIBRARY registrations)
+from . import ops
+from .ops import add_argmax_to_blk, latent_pass, topc_argmax_to_blk
+
+
+def has_cuda_kernels() -> bool:
+    """True when the library was built with its CUDA kernels (independent of any GPU)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("xpress_ext::latent_pass", "CUDA")
+
+
+__all__ = [
+    "ops",
+    "latent_pass",
+    "add_argmax_to_blk",
+    "topc_argmax_to_blk",
+    "has_cuda_kernels",
+]

@@ -1,0 +1,117 @@
+"""Eager-torch references of every op (SPEC.md), used by the tests and the self-check.
+
+Each reference returns new tensors instead of writing into caller buffers, and uses only
+stock torch ops, so it runs on any device torch supports.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "latent_pass",
+    "latent_pass_lowp",
+    "add_argmax_to_blk",
+    "topc_argmax_to_blk",
+    "relative_error",
+]
+
+
+def _prev_tokens(blk: torch.Tensor, tok_am1: torch.Tensor) -> torch.Tensor:
+    # slot 0 reads the token before the anchor, slot b reads blk[b - 1]
+    return torch.cat([tok_am1[:, None], blk[:, :-1]], dim=1)
+
+
+def latent_pass(
+    blk: torch.Tensor,
+    tok_am1: torch.Tensor,
+    xh: torch.Tensor,
+    w1: torch.Tensor,
+    wlat_t: torch.Tensor,
+    mix_kjc: torch.Tensor,
+    wg_t: torch.Tensor,
+    wu_t: torch.Tensor,
+    wd_t: torch.Tensor,
+    do_mlp: bool = True,
+    *,
+    compute_dtype: torch.dtype = torch.float32,
+    round_intermediates: bool = True,
+) -> torch.Tensor:
+    """SPEC.md's latent pass; returns ``lat[n, b-1, :]`` for b = 1..B-1.
+
+    With ``round_intermediates`` (the spec): sums in ``compute_dtype``, ``u`` and ``m`` rounded
+    to the op's dtype where the spec rounds, the result in the op's dtype.  Without it (use
+    float64): the same math with no rounding at all, returned in ``compute_dtype`` -- the
+    yardstick the tolerance rule measures errors against.
+    """
+    dtype = xh.dtype
+    cd = compute_dtype
+    rnd = (lambda t: t.to(dtype).to(cd)) if round_intermediates else (lambda t: t)
+    x = xh.to(cd) + w1[_prev_tokens(blk, tok_am1)].to(cd) @ wlat_t.to(cd)
+    u = torch.einsum("kjc,njc->nkc", mix_kjc.to(cd), x)
+    if do_mlp:
+        ub = rnd(u)
+        m = rnd(F.silu(ub @ wg_t.to(cd)) * (ub @ wu_t.to(cd)))
+        u = u + m @ wd_t.to(cd)
+    out = u[:, 1:, :]
+    return out.to(dtype) if round_intermediates else out
+
+
+def latent_pass_lowp(
+    blk: torch.Tensor,
+    tok_am1: torch.Tensor,
+    xh: torch.Tensor,
+    w1: torch.Tensor,
+    wlat_t: torch.Tensor,
+    mix_kjc: torch.Tensor,
+    wg_t: torch.Tensor,
+    wu_t: torch.Tensor,
+    wd_t: torch.Tensor,
+    do_mlp: bool = True,
+) -> torch.Tensor:
+    """The same math as torch does it in the op's dtype (every op rounds), like seed 004's
+    eager module: the error budget of the tolerance rule."""
+    x = xh + w1[_prev_tokens(blk, tok_am1)] @ wlat_t
+    u = torch.einsum("kjc,njc->nkc", mix_kjc, x)
+    if do_mlp:
+        u = u + (F.silu(u @ wg_t) * (u @ wu_t)) @ wd_t
+    return u[:, 1:, :]
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64 (METHOD.md's measure); NaN anywhere gives inf."""
+    diff = out.double() - ref.double()
+    if not torch.isfinite(diff).all():
+        return float("inf")
+    return (diff.norm() / ref.double().norm().clamp_min(1e-300)).item()
+
+
+def _rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    return t.reshape(rows, t.shape[-1])
+
+
+def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor, blk: torch.Tensor) -> torch.Tensor:
+    """A copy of ``blk`` with ``blk[n, 1 + b] = argmax_v (base + bias)[r, v]`` (r = n*(B-1)+b).
+
+    The sum is taken in the op's dtype, exactly as torch adds two such tensors, and
+    ``torch.argmax`` supplies the tie (first index) and NaN (largest, first wins) rules.
+    """
+    n, b = blk.shape
+    rows = n * (b - 1)
+    out = blk.clone()
+    if rows:
+        ids = (_rows(base, rows) + _rows(bias, rows)).argmax(dim=-1)
+        out[:, 1:] = ids.view(n, b - 1)
+    return out
+
+
+def topc_argmax_to_blk(
+    base_c: torch.Tensor, bias_c: torch.Tensor, cand: torch.Tensor, blk: torch.Tensor
+) -> torch.Tensor:
+    """A copy of ``blk`` with ``blk[n, j + 1] = cand[n, j, argmax_c (base_c + bias_c)]``."""
+    out = blk.clone()
+    if base_c.numel():
+        best = (base_c + bias_c).argmax(dim=-1, keepdim=True)
+        out[:, 1:] = cand.gather(-1, best).squeeze(-1)
+    return out
