@@ -150,6 +150,8 @@ def test_cpu_and_cuda_agree(dtype):
     cuda = run_latent({k: v.cuda() for k, v in inp.items()}).cpu()
     assert_latent_close(cpu, inp)
     assert_latent_close(cuda, inp)
+    if dtype == torch.float32:
+        return  # torch's "low precision" is the spec's fp32 math itself
     # Both round where the spec rounds, so they sit far closer to the spec reference than
     # torch's low-precision math does.
     spec = ref.latent_pass(*latent_args(inp))
