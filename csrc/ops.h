@@ -5,6 +5,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace xpress {
 
 void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
@@ -21,6 +23,10 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
                       const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
                       const at::Tensor& wd_t, bool do_mlp);
 void add_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk);
+// [cluster, blocks_per_group, rows_per_group, smem_bytes, max_active_clusters, grid_clusters,
+//  groups] of the latent_pass launch for these sizes (benchmarks report it).
+std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H,
+                                      c10::ScalarType dtype, int64_t device);
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
                              const at::Tensor& cand, at::Tensor& blk);
 #endif

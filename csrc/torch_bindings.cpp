@@ -12,6 +12,11 @@ TORCH_LIBRARY(xpress_ext, m) {
       "bool do_mlp=True) -> ()");
   m.def("add_argmax_to_blk(Tensor base, Tensor bias, Tensor(a!) blk) -> ()");
   m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
+#ifdef XPRESS_EXT_WITH_CUDA
+  // Introspection, not a hot-path op: how latent_pass lays out a launch on a device.
+  m.def("latent_pass_plan(int N, int B, int R, int H, ScalarType dtype, int device) -> int[]",
+        &xpress::latent_pass_plan);
+#endif
 }
 
 TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {

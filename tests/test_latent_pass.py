@@ -158,3 +158,14 @@ def test_cpu_and_cuda_agree(dtype):
     lowp = ref.latent_pass_lowp(*latent_args(inp))
     assert ref.relative_error(cuda, spec) < ref.relative_error(lowp, spec)
     assert ref.relative_error(cpu, spec) < ref.relative_error(lowp, spec)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_plan_cluster_does_not_depend_on_n(dtype):
+    """The cluster size sets each row's summation order, so it must not change with N."""
+    plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in (1, 7, 32, 256, 1000)]
+    assert len({p[0] for p in plans}) == 1, plans
+    for n, p in zip((1, 7, 32, 256, 1000), plans):
+        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups = p
+        assert groups * blocks >= n and grid_clusters == min(groups, max_clusters) and max_clusters > 0

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "../checks.h"
 #include "../dispatch.h"
@@ -94,6 +95,64 @@ int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
   return clusters;
 }
 
+// How one latent_pass launch is laid out.
+struct LatentPlan {
+  k::LatentTiling tiling;
+  int max_clusters;   // co-resident clusters of this configuration
+  int64_t groups;     // groups of blocks_per_group blocks
+  int grid_clusters;  // clusters launched (persistent: each walks groups)
+};
+
+template <typename T>
+LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  TORCH_CHECK_NOT_IMPLEMENTED(prop->major >= 9,
+                              "latent_pass: the CUDA kernel uses thread-block clusters and needs "
+                              "compute capability 9.0 or newer; ",
+                              prop->name, " is ", prop->major, ".", prop->minor);
+  const int elem = static_cast<int>(sizeof(T));
+  const size_t smem_limit = prop->sharedMemPerBlockOptin;
+
+  // The cluster size is chosen from (dtype, R, H, B) only -- never from N -- so a row's
+  // summation order, and therefore its bits, do not depend on the batch.
+  const int min_blocks = std::max(1, 16 / B);
+  LatentPlan plan{};
+  int cluster = 0;
+  for (int cl : {8, 16}) {
+    plan.tiling = k::make_latent_tiling(R, H, B, elem, cl, min_blocks);
+    if (plan.tiling.smem_bytes <= smem_limit) {
+      cluster = cl;
+      break;
+    }
+  }
+  TORCH_CHECK_VALUE(cluster != 0, "latent_pass: R=", R, ", H=", H, ", B=", B, " with ", elem,
+                    "-byte elements needs ", plan.tiling.smem_bytes,
+                    " bytes of shared memory per CTA even with the weights split over a 16-CTA "
+                    "cluster; this GPU allows ",
+                    smem_limit, ". The CPU implementation has no such limit.");
+  auto kernel = k::latent_pass_kernel<T>;
+  plan.max_clusters = max_active_clusters(kernel, device, cluster, plan.tiling.smem_bytes);
+  TORCH_CHECK(plan.max_clusters > 0, "latent_pass: no ", cluster, "-CTA cluster with ",
+              plan.tiling.smem_bytes, " bytes of shared memory per CTA fits on ", prop->name);
+  // Grow the group (rows per cluster iteration) while there are more groups than co-resident
+  // clusters: bigger groups reuse each resident weight slice for more rows.
+  auto groups_of = [N](const k::LatentTiling& t) {
+    return (N + t.blocks_per_group - 1) / t.blocks_per_group;
+  };
+  for (int blocks = min_blocks * 2; blocks * B <= 64 && groups_of(plan.tiling) > plan.max_clusters;
+       blocks *= 2) {
+    const k::LatentTiling bigger = k::make_latent_tiling(R, H, B, elem, cluster, blocks);
+    if (bigger.smem_bytes > smem_limit) break;
+    const int bigger_clusters = max_active_clusters(kernel, device, cluster, bigger.smem_bytes);
+    if (bigger_clusters <= 0) break;
+    plan.tiling = bigger;
+    plan.max_clusters = bigger_clusters;
+  }
+  plan.groups = groups_of(plan.tiling);
+  plan.grid_clusters = static_cast<int>(std::min<int64_t>(plan.groups, plan.max_clusters));
+  return plan;
+}
+
 template <typename T>
 void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1,
                         const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
@@ -101,51 +160,8 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                         const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t,
                         bool do_mlp) {
   const int device = blk.get_device();
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
-  TORCH_CHECK_NOT_IMPLEMENTED(prop->major >= 9,
-                              "latent_pass: the CUDA kernel uses thread-block clusters and needs "
-                              "compute capability 9.0 or newer; ",
-                              prop->name, " is ", prop->major, ".", prop->minor);
   const int R = static_cast<int>(d.R), H = static_cast<int>(d.H), B = static_cast<int>(d.B);
-  const int elem = static_cast<int>(sizeof(T));
-  const size_t smem_limit = prop->sharedMemPerBlockOptin;
-
-  // The cluster size is chosen from (dtype, R, H, B) only -- never from N -- so a row's
-  // summation order, and therefore its bits, do not depend on the batch.
-  const int min_blocks = std::max(1, 16 / B);
-  int cluster = 0;
-  k::LatentTiling tiling{};
-  for (int cl : {8, 16}) {
-    tiling = k::make_latent_tiling(R, H, B, elem, cl, min_blocks);
-    if (tiling.smem_bytes <= smem_limit) {
-      cluster = cl;
-      break;
-    }
-  }
-  TORCH_CHECK_VALUE(cluster != 0, "latent_pass: R=", R, ", H=", H, ", B=", B, " in ",
-                    xh.scalar_type(), " needs ", tiling.smem_bytes,
-                    " bytes of shared memory per CTA even with the weights split over a 16-CTA "
-                    "cluster; this GPU allows ",
-                    smem_limit, ". The CPU implementation has no such limit.");
-
-  auto kernel = k::latent_pass_kernel<T>;
-  // Grow the group (rows per cluster iteration) while there are more groups than co-resident
-  // clusters: bigger groups reuse each resident weight slice for more rows.
-  int clusters = max_active_clusters(kernel, device, cluster, tiling.smem_bytes);
-  TORCH_CHECK(clusters > 0, "latent_pass: no ", cluster, "-CTA cluster with ", tiling.smem_bytes,
-              " bytes of shared memory per CTA fits on ", prop->name);
-  for (int blocks = min_blocks * 2; blocks * B <= 64; blocks *= 2) {
-    const k::LatentTiling bigger = k::make_latent_tiling(R, H, B, elem, cluster, blocks);
-    if (bigger.smem_bytes > smem_limit) break;
-    const int64_t groups_now = (d.N + tiling.blocks_per_group - 1) / tiling.blocks_per_group;
-    if (groups_now <= clusters) break;
-    const int bigger_clusters = max_active_clusters(kernel, device, cluster, bigger.smem_bytes);
-    if (bigger_clusters <= 0) break;
-    tiling = bigger;
-    clusters = bigger_clusters;
-  }
-  const int64_t groups = (d.N + tiling.blocks_per_group - 1) / tiling.blocks_per_group;
-  const int grid_clusters = static_cast<int>(std::min<int64_t>(groups, clusters));
+  const LatentPlan plan = plan_latent_pass<T>(d.N, B, R, H, device);
 
   k::LatentArgs<T> a{};
   a.blk = blk.const_data_ptr<int64_t>();
@@ -177,20 +193,25 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
   a.B = B;
   a.R = R;
   a.H = H;
-  a.num_groups = static_cast<int>(groups);
+  a.num_groups = static_cast<int>(plan.groups);
   a.do_mlp = do_mlp;
+  // 16-byte copies need aligned rows, and a channel count that splits into whole vectors so
+  // that no vector straddles the end of the valid region.
   constexpr int kV = k::kVecElems<T>;
-  a.vec_w1 = R % kV == 0 && rows_vectorizable(w1, {w1.stride(0)});
-  a.vec_weights = R % kV == 0 && H % kV == 0 && rows_vectorizable(wlat_t, {wlat_t.stride(0)}) &&
+  const bool whole_r = R % kV == 0;
+  a.vec_w1 = whole_r && rows_vectorizable(w1, {w1.stride(0)});
+  a.vec_weights = whole_r && H % kV == 0 && rows_vectorizable(wlat_t, {wlat_t.stride(0)}) &&
                   rows_vectorizable(wg_t, {wg_t.stride(0)}) &&
                   rows_vectorizable(wu_t, {wu_t.stride(0)}) &&
                   rows_vectorizable(wd_t, {wd_t.stride(0)});
-  a.t = tiling;
+  a.vec_mix = whole_r && rows_vectorizable(mix_kjc, {mix_kjc.stride(0), mix_kjc.stride(1)});
+  a.vec_xh = whole_r && rows_vectorizable(xh, {xh.stride(0), xh.stride(1)});
+  a.t = plan.tiling;
 
-  const LaunchConfig lc(dim3(grid_clusters * cluster), dim3(k::kLatentThreads),
-                        tiling.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(),
-                        cluster);
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, a));
+  const LaunchConfig lc(dim3(plan.grid_clusters * plan.tiling.cluster), dim3(k::kLatentThreads),
+                        plan.tiling.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(),
+                        plan.tiling.cluster);
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, k::latent_pass_kernel<T>, a));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -287,6 +308,20 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
   XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", __nv_bfloat16, __half, float, [&] {
     launch_latent_pass<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
                                  wd_t, do_mlp);
+  });
+}
+
+std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H,
+                                      c10::ScalarType dtype, int64_t device) {
+  TORCH_CHECK_VALUE(N >= 1 && B >= 2 && R >= 1 && H >= 1, "latent_pass_plan: need N >= 1, B >= 2, "
+                    "R >= 1, H >= 1; got N=", N, " B=", B, " R=", R, " H=", H);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  return XPRESS_DISPATCH_FLOAT(dtype, "latent_pass_plan", __nv_bfloat16, __half, float, [&] {
+    const LatentPlan p = plan_latent_pass<scalar_t>(N, static_cast<int>(B), static_cast<int>(R),
+                                                    static_cast<int>(H), static_cast<int>(device));
+    return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
+                                static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,
+                                p.grid_clusters, p.groups};
   });
 }
 

@@ -128,25 +128,31 @@ __device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// One warp accumulates a 16x8 output tile over k in [k_begin, k_end) (multiples of 16):
-//   acc += A[0:16, k] @ Bm[k, 0:8]
-// A is row-major in shared memory (lda elements per row), Bm is row-major [K, N] in shared
-// memory (ldb per row), both already offset to the tile's first row / column.  The accumulator
-// uses the mma.sync C layout: lane holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0,1}.
+// One warp accumulates NB 16x8 output tiles that share their A rows, over k in
+// [k_begin, k_end) (multiples of 16):
+//   acc[i] += A[0:16, k] @ Bm[i][k, 0:8]
+// A is row-major in shared memory (lda elements per row), each Bm[i] row-major [K, N] in shared
+// memory (ldb per row), all offset to the tile's first row / column.  The accumulators use the
+// mma.sync C layout: lane holds rows lane/4 and lane/4 + 8, columns 2*(lane%4) + {0,1}.
 // 16-bit types run on the tensor cores; fp32 runs the same layout on the FMA units, so fp32
 // keeps full fp32 products (no tf32).
-template <typename T>
-__device__ __forceinline__ void warp_tile_mma(float (&acc)[4], const T* A, int lda, const T* Bm,
-                                              int ldb, int k_begin, int k_end, int lane) {
+template <typename T, int NB>
+__device__ __forceinline__ void warp_tile_mma(float (&acc)[NB][4], const T* A, int lda,
+                                              const T* const (&Bm)[NB], int ldb, int k_begin,
+                                              int k_end, int lane) {
   if constexpr (DType<T>::kTensorCore) {
     const T* a_row = A + (lane & 15) * lda + (lane >> 4) * 8;
-    const T* b_row = Bm + (lane & 15) * ldb;
+    const int b_off = (lane & 15) * ldb;
 #pragma unroll 4
     for (int k = k_begin; k < k_end; k += 16) {
-      uint32_t a[4], b[2];
+      uint32_t a[4];
       ldmatrix_x4(a, a_row + k);
-      ldmatrix_x2_trans(b, b_row + static_cast<int64_t>(k) * ldb);
-      mma_16816<T>(acc, a, b);
+#pragma unroll
+      for (int i = 0; i < NB; ++i) {
+        uint32_t b[2];
+        ldmatrix_x2_trans(b, Bm[i] + b_off + k * ldb);
+        mma_16816<T>(acc[i], a, b);
+      }
     }
   } else {
     const int r0 = lane >> 2;
@@ -156,20 +162,34 @@ __device__ __forceinline__ void warp_tile_mma(float (&acc)[4], const T* A, int l
     // Like the tensor-core path, each 16-wide K step is summed on its own and then added to
     // the accumulator: blocked fp32 summation, about as accurate as cuBLAS.
     for (int k0 = k_begin; k0 < k_end; k0 += 16) {
-      float step[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int k = k0; k < k0 + 16; ++k) {
-        const float b0 = Bm[k * ldb + c0];
-        const float b1 = Bm[k * ldb + c0 + 1];
-        step[0] = fmaf(a0[k], b0, step[0]);
-        step[1] = fmaf(a0[k], b1, step[1]);
-        step[2] = fmaf(a1[k], b0, step[2]);
-        step[3] = fmaf(a1[k], b1, step[3]);
+      for (int i = 0; i < NB; ++i) {
+        float step[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int k = k0; k < k0 + 16; ++k) {
+          const float b0 = Bm[i][k * ldb + c0];
+          const float b1 = Bm[i][k * ldb + c0 + 1];
+          step[0] = fmaf(a0[k], b0, step[0]);
+          step[1] = fmaf(a0[k], b1, step[1]);
+          step[2] = fmaf(a1[k], b0, step[2]);
+          step[3] = fmaf(a1[k], b1, step[3]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += step[j];
       }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] += step[i];
     }
   }
+}
+
+// Cluster barrier split in two halves: arrive early, wait only where a peer's shared memory is
+// first needed (PTX barrier.cluster).  `arrive` is relaxed: it orders nothing, it only tells
+// the peers this CTA is running.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
 // Stores a pair of adjacent elements (columns c, c+1 of one row) as one 4- or 8-byte word.

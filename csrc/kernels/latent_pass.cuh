@@ -57,8 +57,8 @@ struct LatentTiling {
   int kr, kh;            // R and H rounded up to 16 (MMA K steps)
   int rc, hc;            // latent channels / hidden units per CTA (multiples of 8)
   int ks1, ks3;          // K-splits of phases 1 and 3 across warps
-  int ld_wlat, ld_wgu, ld_wd, ld_emb, ld_m, ld_f;  // shared row strides (elements)
-  size_t off_wlat, off_wg, off_wu, off_wd, off_r1, off_ub, off_x, off_u, off_part;
+  int ld_wlat, ld_wgu, ld_wd, ld_emb, ld_m, ld_xh, ld_f;  // shared row strides (elements)
+  size_t off_wlat, off_mix, off_wg, off_wu, off_wd, off_r1, off_ub, off_xh, off_x, off_u, off_part;
   size_t smem_bytes;
 };
 
@@ -81,6 +81,7 @@ inline LatentTiling make_latent_tiling(int R, int H, int B, int elem_bytes, int 
   t.ld_wd = smem_ld_weight(t.rc, elem_bytes);
   t.ld_emb = smem_ld_act(t.kr, elem_bytes);
   t.ld_m = smem_ld_act(t.kh, elem_bytes);
+  t.ld_xh = t.rc + 8;
   t.ld_f = t.rc + 4;
   size_t off = 0;
   auto take = [&off](size_t bytes) {
@@ -90,6 +91,7 @@ inline LatentTiling make_latent_tiling(int R, int H, int B, int elem_bytes, int 
   };
   const size_t e = static_cast<size_t>(elem_bytes);
   t.off_wlat = take(e * t.kr * t.ld_wlat);
+  t.off_mix = take(e * B * B * t.rc);  // the mixer's [B, B, own channels] slice, resident
   t.off_wg = take(e * t.kr * t.ld_wgu);
   t.off_wu = take(e * t.kr * t.ld_wgu);
   t.off_wd = take(e * t.kh * t.ld_wd);
@@ -98,6 +100,7 @@ inline LatentTiling make_latent_tiling(int R, int H, int B, int elem_bytes, int 
   // overwrite embeddings still being read.
   t.off_r1 = take(e * t.rows * std::max(t.ld_emb, t.ld_m));
   t.off_ub = take(e * t.rows * t.ld_emb);
+  t.off_xh = take(e * t.rows * t.ld_xh);
   t.off_x = take(4 * static_cast<size_t>(t.rows) * t.ld_f);
   t.off_u = take(4 * static_cast<size_t>(t.rows) * t.ld_f);
   t.off_part = take(4 * static_cast<size_t>(std::max(t.ks1, t.ks3)) * t.rows * t.ld_f);
@@ -132,62 +135,73 @@ struct LatentArgs {
   bool do_mlp;
   bool vec_w1;       // 16-byte copies of embedding rows are legal
   bool vec_weights;  // 16-byte copies of the weight slices are legal
+  bool vec_mix;      // ... of the mixer slice
+  bool vec_xh;       // ... of the hidden-cache slice
   LatentTiling t;
 };
 
-// Copies the [rows, cols] tile at g (row stride ld_g) into shared memory (row stride ld_s),
-// zero where row >= valid_rows or col >= valid_cols.  cols is a multiple of 8; with `vec` the
-// 16-byte chunks are each wholly inside or outside the valid region.
-template <typename T>
-__device__ __forceinline__ void load_tile(T* s, int ld_s, const T* g, int64_t ld_g, const T* g_any,
-                                          int rows, int cols, int valid_rows, int valid_cols,
-                                          bool vec) {
+// Copies rows of a global tensor into shared memory (row stride ld_s):
+//   s[r, c] = g[row_offset(r) + c]   for r < valid_rows and c < valid_cols, else 0,
+// for r < rows and c < cols (a multiple of 8).  With `vec` (aligned data, and valid_cols a
+// multiple of the vector width or <= 0) 16-byte cp.async chunks are each wholly inside or
+// outside the valid region; otherwise element by element.  g_any is any readable address (the
+// source of zero-filled chunks, which read nothing).
+template <typename T, typename RowOffset>
+__device__ __forceinline__ void load_rows(T* s, int ld_s, const T* g, const T* g_any,
+                                          RowOffset row_offset, int rows, int cols,
+                                          int valid_rows, int valid_cols, bool vec) {
   constexpr int kV = kVecElems<T>;
-  if (vec) {
-    const int chunks = cols / kV;
-    for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-      const int r = i / chunks;
-      const int col = (i % chunks) * kV;
-      const bool valid = r < valid_rows && col < valid_cols;
-      cp_async16(s + r * ld_s + col, valid ? g + r * ld_g + col : g_any, valid ? 16 : 0);
-    }
-  } else {
-    for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
-      const int r = i / cols;
-      const int col = i % cols;
-      const bool valid = r < valid_rows && col < valid_cols;
-      s[r * ld_s + col] = valid ? g[r * ld_g + col] : from_float<T>(0.0f);
-    }
-  }
-}
-
-// Token embedded at group row r: slot b of block n reads the token before it.
-template <typename T>
-__device__ __forceinline__ int64_t prev_token(const LatentArgs<T>& p, int n, int b) {
-  const int64_t tok = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
-  return clamp_index(tok, p.vocab);  // ids are data: never address outside w1
-}
-
-template <typename T>
-__device__ __forceinline__ void gather_embeddings(const LatentArgs<T>& p, T* s_emb, int n0,
-                                                  int valid_rows) {
-  constexpr int kV = kVecElems<T>;
-  const LatentTiling& t = p.t;
-  const int unit = p.vec_w1 ? kV : 1;
-  const int per_row = t.kr / unit;
-  for (int i = threadIdx.x; i < t.rows * per_row; i += blockDim.x) {
+  const int unit = vec ? kV : 1;
+  const int per_row = cols / unit;
+  for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
     const int r = i / per_row;
     const int col = (i % per_row) * unit;
-    const bool valid = r < valid_rows && col < p.R;
-    const T* src = p.w1;
-    if (valid) src = p.w1 + prev_token(p, n0 + r / p.B, r % p.B) * p.w1_s + col;
-    if (p.vec_w1) {
-      cp_async16(s_emb + r * t.ld_emb + col, src, valid ? 16 : 0);
+    const bool valid = r < valid_rows && col < valid_cols;
+    const T* src = valid ? g + row_offset(r) + col : g_any;
+    if (vec) {
+      cp_async16(s + r * ld_s + col, src, valid ? 16 : 0);
     } else {
-      s_emb[r * t.ld_emb + col] = valid ? *src : from_float<T>(0.0f);
+      s[r * ld_s + col] = valid ? *src : from_float<T>(0.0f);
     }
   }
 }
+
+// A [rows, cols] slice of a row-major matrix with row stride ld.
+struct StridedRows {
+  int64_t ld;
+  __device__ __forceinline__ int64_t operator()(int r) const { return r * ld; }
+};
+
+// Rows (k, j) of the mixer, row index k * B + j.
+struct MixerRows {
+  int B;
+  int64_t sk, sj;
+  __device__ __forceinline__ int64_t operator()(int r) const { return (r / B) * sk + (r % B) * sj; }
+};
+
+// Group row r is slot r % B of block n0 + r / B.
+struct GroupRows {
+  int n0, B;
+  int64_t sn, sb;
+  __device__ __forceinline__ int64_t operator()(int r) const {
+    return static_cast<int64_t>(n0 + r / B) * sn + (r % B) * sb;
+  }
+};
+
+// Embedding row of group row r: slot b of block n reads the token before it (slot 0: the
+// anchor's predecessor).  Ids are data: clamped, never used to address outside w1.
+template <typename T>
+struct EmbeddingRows {
+  const LatentArgs<T>* p;
+  int n0;
+  __device__ __forceinline__ int64_t operator()(int r) const {
+    const int n = n0 + r / p->B;
+    const int b = r % p->B;
+    const int64_t tok =
+        b == 0 ? p->tok_am1[n * p->am1_s] : p->blk[n * p->blk_sn + (b - 1) * p->blk_sb];
+    return clamp_index(tok, p->vocab) * p->w1_s;
+  }
+};
 
 // One K-split GEMM phase: part[s][row][col] = A[:, k in split s] @ Bm[k in split s, own cols],
 // for all 16x8 tiles of a [rows, ncols] output.  Work items are spread over the warps.
@@ -208,7 +222,13 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const int kb = s * kchunk;
     const int ke = min(k_total, kb + kchunk);
-    if (kb < ke) warp_tile_mma<T>(acc, A + mt * 16 * lda, lda, Bm + nt * 8, ldb, kb, ke, lane);
+    if (kb < ke) {
+      float tile[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+      const T* const b[1] = {Bm + nt * 8};
+      warp_tile_mma<T, 1>(tile, A + mt * 16 * lda, lda, b, ldb, kb, ke, lane);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = tile[0][i];
+    }
     float* out = part + s * part_stride + (mt * 16 + (lane >> 2)) * ld_f + nt * 8 + (lane & 3) * 2;
     *reinterpret_cast<float2*>(out) = make_float2(acc[0], acc[1]);
     *reinterpret_cast<float2*>(out + 8 * ld_f) = make_float2(acc[2], acc[3]);
@@ -228,15 +248,19 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int cluster_id = blockIdx.x / t.cluster;
   const int num_clusters = gridDim.x / t.cluster;
   const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
 
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_wlat = reinterpret_cast<T*>(smem + t.off_wlat);
+  T* s_mix = reinterpret_cast<T*>(smem + t.off_mix);
   T* s_wg = reinterpret_cast<T*>(smem + t.off_wg);
   T* s_wu = reinterpret_cast<T*>(smem + t.off_wu);
   T* s_wd = reinterpret_cast<T*>(smem + t.off_wd);
   T* s_emb = reinterpret_cast<T*>(smem + t.off_r1);  // phase 1
   T* s_m = s_emb;                                     // phases 2-3
   T* s_ub = reinterpret_cast<T*>(smem + t.off_ub);
+  T* s_xh = reinterpret_cast<T*>(smem + t.off_xh);
   float* s_x = reinterpret_cast<float*>(smem + t.off_x);
   float* s_u = reinterpret_cast<float*>(smem + t.off_u);
   float* s_part = reinterpret_cast<float*>(smem + t.off_part);
@@ -245,29 +269,35 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int c_base = rank * t.rc;  // first latent channel owned by this CTA
   const int h_base = rank * t.hc;  // first hidden unit owned by this CTA
 
-  // Weight slices, once per CTA.  W_lat joins the first group's copy group; the MLP weights go
-  // in two later groups so their copies overlap phase 1 and phase 2 of the first group.
-  load_tile(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat_s, p.wlat, t.kr, t.rc, p.R, p.R - c_base,
-            p.vec_weights);
+  // Tell the peers this CTA runs; their first distributed-shared-memory store into it waits
+  // for this (the matching wait is just before our own first store into them).
+  if (p.do_mlp) cluster_arrive_relaxed();
 
-  // Peers must be running before any distributed-shared-memory store reaches them.
-  cluster.sync();
+  // Resident slices, once per CTA: W_lat and the mixer join the first group's copy group; the
+  // MLP weights follow in two later groups so that they land while phase 1 / phase 2 run.
+  load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, p.R,
+            p.R - c_base, p.vec_weights);
+  load_rows(s_mix, t.rc, p.mix + c_base, p.mix, MixerRows{p.B, p.mix_sk, p.mix_sj}, p.B * p.B,
+            t.rc, p.B * p.B, p.R - c_base, p.vec_mix);
 
   bool first = true;
   for (int g = cluster_id; g < p.num_groups; g += num_clusters) {
     const int n0 = g * t.blocks_per_group;
     const int valid_rows = min(t.blocks_per_group, p.N - n0) * p.B;
 
-    gather_embeddings(p, s_emb, n0, valid_rows);
+    load_rows(s_emb, t.ld_emb, p.w1, p.w1, EmbeddingRows<T>{&p, n0}, t.rows, t.kr, valid_rows,
+              p.R, p.vec_w1);
+    load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, p.B, p.xh_sn, p.xh_sb}, t.rows,
+              t.rc, valid_rows, p.R - c_base, p.vec_xh);
     cp_async_commit();
     if (first && p.do_mlp) {
-      load_tile(s_wg, t.ld_wgu, p.wg + h_base, p.wg_s, p.wg, t.kr, t.hc, p.R, p.H - h_base,
-                p.vec_weights);
-      load_tile(s_wu, t.ld_wgu, p.wu + h_base, p.wu_s, p.wu, t.kr, t.hc, p.R, p.H - h_base,
-                p.vec_weights);
+      load_rows(s_wg, t.ld_wgu, p.wg + h_base, p.wg, StridedRows{p.wg_s}, t.kr, t.hc, p.R,
+                p.H - h_base, p.vec_weights);
+      load_rows(s_wu, t.ld_wgu, p.wu + h_base, p.wu, StridedRows{p.wu_s}, t.kr, t.hc, p.R,
+                p.H - h_base, p.vec_weights);
       cp_async_commit();
-      load_tile(s_wd, t.ld_wd, p.wd + c_base, p.wd_s, p.wd, t.kh, t.rc, p.H, p.R - c_base,
-                p.vec_weights);
+      load_rows(s_wd, t.ld_wd, p.wd + c_base, p.wd, StridedRows{p.wd_s}, t.kh, t.rc, p.H,
+                p.R - c_base, p.vec_weights);
       cp_async_commit();
       cp_async_wait<2>();
     } else {
@@ -275,7 +305,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     }
     __syncthreads();
 
-    // Phase 1: x = emb @ wlat_t (K-split partials), then + xh.
+    // Phase 1: x = emb @ wlat_t (K-split partials, summed in a fixed order), then + xh.
     split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, t.rows, t.rc,
                     t.kr, t.ks1);
     __syncthreads();
@@ -284,30 +314,25 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       const int c = i % t.rc;
       float v = 0.f;
       for (int s = 0; s < t.ks1; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
-      if (r < valid_rows && c_base + c < p.R) {
-        const int n = n0 + r / p.B;
-        v += to_float(p.xh[n * p.xh_sn + (r % p.B) * p.xh_sb + c_base + c]);
-      }
-      s_x[r * t.ld_f + c] = v;
+      s_x[r * t.ld_f + c] = v + to_float(s_xh[r * t.ld_xh + c]);  // 0 outside the valid region
     }
     __syncthreads();
+    if (first && p.do_mlp) cluster_wait();  // peers run: their shared memory may be written
 
     // Mixer over all j (the op is defined for any mixer, not only lower-triangular ones).
     for (int i = tid; i < t.rows * (t.rc / 2); i += blockDim.x) {
       const int r = i / (t.rc / 2);
       const int c = (i % (t.rc / 2)) * 2;
       const int cg = c_base + c;
-      float u0 = 0.f, u1 = 0.f;
       const int k = r % p.B;
+      float u0 = 0.f, u1 = 0.f;
       if (r < valid_rows) {
         const float* xcol = s_x + (r - k) * t.ld_f + c;  // slot 0 of this row's block
-        const T* mrow = p.mix + k * p.mix_sk + cg;
-        const bool ok0 = cg < p.R, ok1 = cg + 1 < p.R;
+        const T* mrow = s_mix + k * p.B * t.rc + c;
+#pragma unroll 4
         for (int j = 0; j < p.B; ++j) {
-          const float m0 = ok0 ? to_float(mrow[j * p.mix_sj]) : 0.f;
-          const float m1 = ok1 ? to_float(mrow[j * p.mix_sj + 1]) : 0.f;
-          u0 = fmaf(m0, xcol[j * t.ld_f], u0);
-          u1 = fmaf(m1, xcol[j * t.ld_f + 1], u1);
+          u0 = fmaf(to_float(mrow[j * t.rc]), xcol[j * t.ld_f], u0);
+          u1 = fmaf(to_float(mrow[j * t.rc + 1]), xcol[j * t.ld_f + 1], u1);
         }
       }
       s_u[r * t.ld_f + c] = u0;
@@ -315,12 +340,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       if (p.do_mlp) {
         if (cg < t.kr) {
           for (int peer = 0; peer < t.cluster; ++peer) {
-            T* dst = cluster.map_shared_rank(s_ub, peer);
-            store_pair(dst + r * t.ld_emb + cg, u0, u1);
+            store_pair(cluster.map_shared_rank(s_ub, peer) + r * t.ld_emb + cg, u0, u1);
           }
         }
       } else if (r < valid_rows && k >= 1) {
-        T* out = p.lat_out + (n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + cg;
+        T* out = p.lat_out + static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + cg;
         if (cg < p.R) out[0] = from_float<T>(u0);
         if (cg + 1 < p.R) out[1] = from_float<T>(u1);
       }
@@ -331,22 +355,18 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       cluster.sync();                 // dtype(u) gathered everywhere; copies visible CTA-wide
 
       // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)) for own hidden units, all-gathered.
-      const int lane = tid & 31;
-      const int warp = tid >> 5;
       const int nth = t.hc / 8;
       for (int item = warp; item < (t.rows / 16) * nth; item += kLatentWarps) {
         const int nt = item % nth;
         const int mt = item / nth;
-        float ag[4] = {0.f, 0.f, 0.f, 0.f};
-        float av[4] = {0.f, 0.f, 0.f, 0.f};
-        const T* a = s_ub + mt * 16 * t.ld_emb;
-        warp_tile_mma<T>(ag, a, t.ld_emb, s_wg + nt * 8, t.ld_wgu, 0, t.kr, lane);
-        warp_tile_mma<T>(av, a, t.ld_emb, s_wu + nt * 8, t.ld_wgu, 0, t.kr, lane);
+        float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        const T* const b[2] = {s_wg + nt * 8, s_wu + nt * 8};
+        warp_tile_mma<T, 2>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
         const int row = mt * 16 + (lane >> 2);
         const int col = h_base + nt * 8 + (lane & 3) * 2;
         if (col < t.kh) {
-          const float m0 = silu(ag[0]) * av[0], m1 = silu(ag[1]) * av[1];
-          const float m2 = silu(ag[2]) * av[2], m3 = silu(ag[3]) * av[3];
+          const float m0 = silu(acc[0][0]) * acc[1][0], m1 = silu(acc[0][1]) * acc[1][1];
+          const float m2 = silu(acc[0][2]) * acc[1][2], m3 = silu(acc[0][3]) * acc[1][3];
           for (int peer = 0; peer < t.cluster; ++peer) {
             T* dst = cluster.map_shared_rank(s_m, peer);
             store_pair(dst + row * t.ld_m + col, m0, m1);
@@ -369,7 +389,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         float v = 0.f;
         for (int s = 0; s < t.ks3; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
         v += s_u[r * t.ld_f + c];
-        p.lat_out[(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c_base + c] = from_float<T>(v);
+        p.lat_out[static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c_base + c] =
+            from_float<T>(v);
       }
     }
     __syncthreads();  // buffers are reused by the next group
