@@ -21,7 +21,7 @@ import torch
 
 import xpress_ext
 from xpress_ext import reference as ref
-from xpress_ext import timing
+from xpress_ext import selfcheck, timing
 
 B, R, H, V, C = 16, 256, 512, 151_936, 512
 DTYPE = torch.bfloat16
@@ -36,26 +36,18 @@ def read_bandwidth_gbs() -> float:
     """Streaming read bandwidth: a sum over 2 GiB of bf16, median of graph replays."""
     x = torch.ones(1 << 30, dtype=torch.bfloat16, device="cuda")
     out = torch.empty((), dtype=torch.float32, device="cuda")
-    us = timing.cuda_graph_us(lambda i: torch.sum(x, dtype=torch.float32, out=out), calls=5, replays=10)
+    us = timing.cuda_graph_us(lambda i: torch.sum(x, dim=0, dtype=torch.float32, out=out), calls=5, replays=10)
     del x
     return (2 << 30) / (us * 1e-6) / 1e9
 
 
 def latent_case(N, gen, do_mlp=True):
-    def rnd(*shape, scale=1.0):
-        return (torch.randn(*shape, generator=gen) * scale).to(DTYPE).cuda()
-
-    tril = torch.tril(torch.ones(B, B))[:, :, None]
-    mix = (torch.randn(B, B, R, generator=gen) * (0.5 / B) * tril + torch.eye(B)[:, :, None]).to(DTYPE).cuda()
-    blk = torch.randint(0, V, (N, B), generator=gen).cuda()
-    am1 = torch.randint(0, V, (N,), generator=gen).cuda()
-    xh, w1 = rnd(N, B, R), rnd(V, R)
-    wl, wg, wu, wd = rnd(R, R, scale=R**-0.5), rnd(R, H, scale=R**-0.5), rnd(R, H, scale=R**-0.5), rnd(H, R, scale=H**-0.5)
+    inp = selfcheck._latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
+    args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
     lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
-    args = (blk, am1, xh, w1, wl, mix, wg, wu, wd)
 
     def ours(i):
-        xpress_ext.latent_pass(blk, am1, xh, lat, w1, wl, mix, wg, wu, wd, do_mlp)
+        xpress_ext.latent_pass(*args[:3], lat, *args[3:], do_mlp)
 
     def eager_torch(i):
         lat.copy_(ref.latent_pass_lowp(*args, do_mlp))
@@ -101,12 +93,47 @@ def topc_case(N, gen):
     return ours, eager_torch, 1, rows * C * 4 + rows * 8, {}
 
 
+def sconv_case(kind, gen):
+    b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
+    args = [b[k] for k in selfcheck.SCONV_ARGS]
+    torch_cache = b["cache"].clone()
+
+    def ours(i):
+        xpress_ext.ops.sconv(*args, "silu", True)
+
+    def eager_torch(i):
+        ref.sconv_into(*args[:2], torch_cache, *args[3:], "silu", True)
+
+    return ours, eager_torch, 1, selfcheck.sconv_bytes(b), dict(T=b["x"].shape[0])
+
+
+def seq_metadata_case(kind, gen):
+    b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
+    T = b["x"].shape[0]
+    seq = torch.empty(T, dtype=torch.int32, device="cuda")
+    first = torch.empty_like(seq)
+
+    def ours(i):
+        xpress_ext.ops.sconv_seq_metadata(b["qsl"], b["num_reqs"], T, seq, first)
+
+    def eager_torch(i):
+        s, f = ref.sconv_seq_metadata(b["qsl"], b["num_reqs"], T)
+        seq.copy_(s)
+        first.copy_(f)
+
+    return ours, eager_torch, 1, 8 * T, dict(T=T)
+
+
 CASES = {
     "latent": lambda N, g: latent_case(N, g, True),
     "latent_nomlp": lambda N, g: latent_case(N, g, False),
     "add_argmax": add_argmax_case,
     "topc": topc_case,
+    "sconv": sconv_case,
+    "seq_metadata": seq_metadata_case,
 }
+# ops whose sweep runs over TARGETS.md's sconv shapes instead of N
+SCONV_OPS = {"sconv", "seq_metadata"}
 
 
 def main(argv=None) -> int:
@@ -122,7 +149,8 @@ def main(argv=None) -> int:
     gen = torch.Generator().manual_seed(0)
     rows = []
     for op in a.ops.split(","):
-        for N in (int(x) for x in a.n.split(",")):
+        sweep = selfcheck.SCONV_KINDS if op in SCONV_OPS else [int(x) for x in a.n.split(",")]
+        for N in sweep:
             ours, eager_torch, nsets, nbytes, info = CASES[op](N, gen)
             r = dict(op=op, N=N, bytes=nbytes, **info)
             r["ours_us"] = timing.cuda_graph_us(ours, nsets)
@@ -132,7 +160,7 @@ def main(argv=None) -> int:
             r["pct_limit"] = 100 * r["limit_us"] / r["ours_us"]
             rows.append(r)
             extra = " ".join(f"{k}={v}" for k, v in info.items())
-            print(f"{op:13s} N={N:4d} ours {r['ours_us']:8.1f} µs (eager {r['ours_eager_us']:7.1f})  "
+            print(f"{op:13s} N={N!s:>7} ours {r['ours_us']:8.1f} µs (eager {r['ours_eager_us']:7.1f})  "
                   f"torch {r['torch_us']:8.1f} µs  x{r['torch_us'] / r['ours_us']:5.1f}  "
                   f"limit {r['limit_us']:7.1f} µs ({r['pct_limit']:5.1f}%)  {extra}", flush=True)
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, read_gbs=gbs, rows=rows)

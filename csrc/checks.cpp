@@ -251,4 +251,150 @@ void check_topc_ids(const at::Tensor& cand) {
                     "candidate ids are vocabulary ids");
 }
 
+SconvDims check_sconv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cache,
+                      const at::Tensor& positions, const at::Tensor& block_table,
+                      const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                      const at::Tensor& query_start, int64_t off_s, int64_t ws,
+                      int64_t block_size, const std::optional<c10::string_view>& activation) {
+  constexpr const char* op = "sconv";
+  check_same_device(op, {{"x", &x}, {"weight", &weight}, {"cache", &cache},
+                         {"positions", &positions}, {"block_table", &block_table},
+                         {"seq_idx", &seq_idx}, {"slot_mapping", &slot_mapping},
+                         {"query_start", &query_start}});
+  check_float_dtype(op, "x", x);
+  TORCH_CHECK_TYPE(weight.scalar_type() == x.scalar_type(), op, ": weight must have x's dtype ",
+                   x.scalar_type(), ", got ", weight.scalar_type());
+  TORCH_CHECK_TYPE(cache.scalar_type() == x.scalar_type(), op, ": cache must have x's dtype ",
+                   x.scalar_type(), ", got ", cache.scalar_type());
+  check_dtype(op, "positions", positions, at::kLong);
+  check_dtype(op, "slot_mapping", slot_mapping, at::kLong);
+  check_dtype(op, "block_table", block_table, at::kInt);
+  check_dtype(op, "seq_idx", seq_idx, at::kInt);
+  check_dtype(op, "query_start", query_start, at::kInt);
+  check_dim(op, "x", x, 2);
+  check_dim(op, "weight", weight, 2);
+  check_dim(op, "cache", cache, 4);
+  check_dim(op, "block_table", block_table, 2);
+  SconvDims d{};
+  d.T = x.size(0);
+  d.C = x.size(1);
+  d.num_blocks = cache.size(0);
+  d.H = cache.size(1);
+  d.D = cache.size(3);
+  d.W = weight.size(1);
+  d.block_size = block_size;
+  d.num_reqs = block_table.size(0);
+  d.max_blocks = block_table.size(1);
+  for (const NamedTensor& nt : {NamedTensor{"positions", &positions},
+                                NamedTensor{"seq_idx", &seq_idx},
+                                NamedTensor{"slot_mapping", &slot_mapping},
+                                NamedTensor{"query_start", &query_start}}) {
+    check_dim(op, nt.first, *nt.second, 1);
+    check_size(op, nt.first, *nt.second, 0, d.T, "T = x.shape[0]");
+  }
+  TORCH_CHECK_VALUE(ws >= 1, op, ": ws (stream width) must be >= 1, got ", ws);
+  TORCH_CHECK_VALUE(off_s >= 0 && off_s + ws <= d.D, op, ": the stream range [off_s, off_s + ws) = [",
+                    off_s, ", ", off_s + ws, ") must lie inside the cache's D = cache.shape[3] = ", d.D);
+  check_size(op, "x", x, 1, d.H * ws, "H * ws = cache.shape[1] * ws");
+  check_size(op, "weight", weight, 0, d.H * ws, "H * ws = cache.shape[1] * ws");
+  TORCH_CHECK_VALUE(block_size >= 1 && block_size == cache.size(2), op, ": block_size must equal cache.shape[2] = ",
+                    cache.size(2), ", got ", block_size);
+  TORCH_CHECK_VALUE(d.W >= 1 && d.W <= block_size, op, ": weight.shape[1] (W = ", d.W,
+                    ") must be in [1, block_size = ", block_size,
+                    "]: a token's taps may reach back into the previous block only");
+  TORCH_CHECK_VALUE(d.num_blocks * block_size <= (int64_t{1} << 62), op, ": cache too large");
+  for (const NamedTensor& nt :
+       {NamedTensor{"x", &x}, NamedTensor{"weight", &weight}, NamedTensor{"cache", &cache},
+        NamedTensor{"positions", &positions}, NamedTensor{"block_table", &block_table},
+        NamedTensor{"seq_idx", &seq_idx}, NamedTensor{"slot_mapping", &slot_mapping},
+        NamedTensor{"query_start", &query_start}}) {
+    check_inner_stride(op, nt.first, *nt.second);
+  }
+  d.silu = false;
+  if (activation.has_value()) {
+    const c10::string_view a = *activation;
+    TORCH_CHECK_VALUE(a == "silu" || a == "swish", op,
+                      ": activation must be None, 'silu' or 'swish', got '", std::string(a), "'");
+    d.silu = true;
+  }
+  check_writable(op, {"cache", &cache}, {{"x", &x}, {"weight", &weight}});
+  return d;
+}
+
+void check_sconv_ids(const SconvDims& d, const at::Tensor& positions, const at::Tensor& block_table,
+                     const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                     const at::Tensor& query_start) {
+  constexpr const char* op = "sconv";
+  auto host = [](const at::Tensor& t) { return t.to(at::kCPU).contiguous(); };
+  const at::Tensor pos_h = host(positions), bt_h = host(block_table), seq_h = host(seq_idx);
+  const at::Tensor slot_h = host(slot_mapping), qs_h = host(query_start);
+  const int64_t* pos = pos_h.const_data_ptr<int64_t>();
+  const int32_t* bt = bt_h.const_data_ptr<int32_t>();
+  const int32_t* seq = seq_h.const_data_ptr<int32_t>();
+  const int64_t* slot = slot_h.const_data_ptr<int64_t>();
+  const int32_t* qs = qs_h.const_data_ptr<int32_t>();
+  const int64_t num_slots = d.num_blocks * d.block_size;
+  for (int64_t t = 0; t < d.T; ++t) {
+    if (slot[t] < 0) continue;  // padding
+    TORCH_CHECK_INDEX(slot[t] < num_slots, op, ": slot_mapping[", t, "] = ", slot[t],
+                      " is out of range [0, ", num_slots, ") (num_blocks * block_size)");
+    TORCH_CHECK_INDEX(seq[t] >= 0 && seq[t] < d.num_reqs, op, ": seq_idx[", t, "] = ", seq[t],
+                      " is out of range [0, ", d.num_reqs, ") (block_table rows)");
+    TORCH_CHECK_INDEX(qs[t] >= 0 && qs[t] <= t, op, ": query_start[", t, "] = ", qs[t],
+                      " is out of range [0, ", t, "] (the first x-row of token ", t, "'s request)");
+    for (int64_t iw = 0; iw < d.W; ++iw) {
+      const int64_t src = pos[t] - (d.W - 1) + iw;
+      const int64_t row = t - (d.W - 1) + iw;
+      if (src < 0 || row >= qs[t]) continue;  // zero tap or read from x
+      const int64_t lblk = src / d.block_size;
+      TORCH_CHECK_INDEX(lblk < d.max_blocks, op, ": positions[", t, "] = ", pos[t],
+                        " needs logical block ", lblk, " of request ", seq[t],
+                        ", beyond block_table.shape[1] = ", d.max_blocks);
+      const int64_t pblk = bt[seq[t] * d.max_blocks + lblk];
+      TORCH_CHECK_INDEX(pblk >= 0 && pblk < d.num_blocks, op, ": block_table[", seq[t], ", ",
+                        lblk, "] = ", pblk, " is out of range [0, ", d.num_blocks,
+                        ") (cache.shape[0]), read by token ", t);
+    }
+  }
+}
+
+int64_t check_seq_metadata(const at::Tensor& query_start_loc, int64_t num_reqs,
+                           int64_t num_actual_tokens, const at::Tensor& seq_idx_out,
+                           const at::Tensor& query_start_out,
+                           std::optional<int64_t> num_padded_tokens) {
+  constexpr const char* op = "sconv_seq_metadata";
+  check_same_device(op, {{"query_start_loc", &query_start_loc}, {"seq_idx_out", &seq_idx_out},
+                         {"query_start_out", &query_start_out}});
+  check_dtype(op, "query_start_loc", query_start_loc, at::kInt);
+  check_dtype(op, "seq_idx_out", seq_idx_out, at::kInt);
+  check_dtype(op, "query_start_out", query_start_out, at::kInt);
+  check_dim(op, "query_start_loc", query_start_loc, 1);
+  check_dim(op, "seq_idx_out", seq_idx_out, 1);
+  check_dim(op, "query_start_out", query_start_out, 1);
+  for (const NamedTensor& nt : {NamedTensor{"query_start_loc", &query_start_loc},
+                                NamedTensor{"seq_idx_out", &seq_idx_out},
+                                NamedTensor{"query_start_out", &query_start_out}}) {
+    check_inner_stride(op, nt.first, *nt.second);
+  }
+  const int64_t padded = num_padded_tokens.value_or(num_actual_tokens);
+  TORCH_CHECK_VALUE(num_actual_tokens >= 0, op, ": num_actual_tokens must be >= 0, got ",
+                    num_actual_tokens);
+  TORCH_CHECK_VALUE(padded >= num_actual_tokens, "num_padded_tokens must cover all actual tokens (",
+                    padded, " < ", num_actual_tokens, ")");
+  TORCH_CHECK_VALUE(padded <= seq_idx_out.size(0), "seq_idx_out is too small for the padded token count (",
+                    seq_idx_out.size(0), " < ", padded, ")");
+  TORCH_CHECK_VALUE(padded <= query_start_out.size(0),
+                    "query_start_out is too small for the padded token count (",
+                    query_start_out.size(0), " < ", padded, ")");
+  TORCH_CHECK_VALUE(num_reqs >= 1 || num_actual_tokens == 0, op,
+                    ": num_reqs must be >= 1 when there are actual tokens, got ", num_reqs);
+  TORCH_CHECK_VALUE(query_start_loc.size(0) >= num_reqs + 1, op,
+                    ": query_start_loc must hold num_reqs + 1 = ", num_reqs + 1,
+                    " entries, got ", query_start_loc.size(0));
+  check_writable(op, {"seq_idx_out", &seq_idx_out}, {{"query_start_loc", &query_start_loc}});
+  check_writable(op, {"query_start_out", &query_start_out},
+                 {{"query_start_loc", &query_start_loc}, {"seq_idx_out", &seq_idx_out}});
+  return padded;
+}
+
 }  // namespace xpress

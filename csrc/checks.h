@@ -6,9 +6,11 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/string_view.h>
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 
 namespace xpress {
@@ -66,5 +68,28 @@ TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
                            const at::Tensor& cand, const at::Tensor& blk);
 // Candidate ids are vocabulary ids: never negative.
 void check_topc_ids(const at::Tensor& cand);
+
+struct SconvDims {
+  int64_t T, C, H, W, D, block_size, num_blocks, num_reqs, max_blocks;
+  bool silu;
+};
+SconvDims check_sconv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cache,
+                      const at::Tensor& positions, const at::Tensor& block_table,
+                      const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                      const at::Tensor& query_start, int64_t off_s, int64_t ws,
+                      int64_t block_size, const std::optional<c10::string_view>& activation);
+// Ids sconv uses for addressing, for every non-padding token: slot_mapping in
+// [0, num_blocks * block_size), seq_idx in [0, num_reqs), query_start in [0, t], and for each
+// tap read from the cache, its logical block < block_table.shape[1] and the physical block
+// block_table[seq_idx, logical] in [0, num_blocks).  CUDA tensors are copied to the host.
+void check_sconv_ids(const SconvDims& d, const at::Tensor& positions, const at::Tensor& block_table,
+                     const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                     const at::Tensor& query_start);
+
+// Returns num_padded_tokens (defaulted to num_actual_tokens).
+int64_t check_seq_metadata(const at::Tensor& query_start_loc, int64_t num_reqs,
+                           int64_t num_actual_tokens, const at::Tensor& seq_idx_out,
+                           const at::Tensor& query_start_out,
+                           std::optional<int64_t> num_padded_tokens);
 
 }  // namespace xpress

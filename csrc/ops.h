@@ -5,6 +5,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <c10/util/string_view.h>
+
+#include <optional>
 #include <vector>
 
 namespace xpress {
@@ -16,6 +19,15 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
 void add_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk);
 void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                             const at::Tensor& cand, at::Tensor& blk);
+
+at::Tensor sconv_cpu(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
+                     const at::Tensor& positions, const at::Tensor& block_table,
+                     const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                     const at::Tensor& query_start, int64_t off_s, int64_t ws, int64_t block_size,
+                     std::optional<c10::string_view> activation, bool use_residual);
+void sconv_seq_metadata_cpu(const at::Tensor& query_start_loc, int64_t num_reqs,
+                            int64_t num_actual_tokens, at::Tensor& seq_idx_out,
+                            at::Tensor& query_start_out, std::optional<int64_t> num_padded_tokens);
 
 #ifdef XPRESS_EXT_WITH_CUDA
 void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
@@ -29,6 +41,14 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
                                       c10::ScalarType dtype, int64_t device);
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
                              const at::Tensor& cand, at::Tensor& blk);
+at::Tensor sconv_cuda(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
+                      const at::Tensor& positions, const at::Tensor& block_table,
+                      const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                      const at::Tensor& query_start, int64_t off_s, int64_t ws, int64_t block_size,
+                      std::optional<c10::string_view> activation, bool use_residual);
+void sconv_seq_metadata_cuda(const at::Tensor& query_start_loc, int64_t num_reqs,
+                             int64_t num_actual_tokens, at::Tensor& seq_idx_out,
+                             at::Tensor& query_start_out, std::optional<int64_t> num_padded_tokens);
 #endif
 
 }  // namespace xpress

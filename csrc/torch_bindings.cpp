@@ -12,6 +12,13 @@ TORCH_LIBRARY(xpress_ext, m) {
       "bool do_mlp=True) -> ()");
   m.def("add_argmax_to_blk(Tensor base, Tensor bias, Tensor(a!) blk) -> ()");
   m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
+  m.def(
+      "sconv(Tensor x, Tensor weight, Tensor(a!) cache, Tensor positions, Tensor block_table, "
+      "Tensor seq_idx, Tensor slot_mapping, Tensor query_start, int off_s, int ws, "
+      "int block_size, str? activation=None, bool use_residual=True) -> Tensor");
+  m.def(
+      "sconv_seq_metadata(Tensor query_start_loc, int num_reqs, int num_actual_tokens, "
+      "Tensor(a!) seq_idx_out, Tensor(b!) query_start_out, int? num_padded_tokens=None) -> ()");
 #ifdef XPRESS_EXT_WITH_CUDA
   // Introspection, not a hot-path op: how latent_pass lays out a launch on a device.
   m.def("latent_pass_plan(int N, int B, int R, int H, ScalarType dtype, int device) -> int[]",
@@ -23,6 +30,8 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("latent_pass", &xpress::latent_pass_cpu);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cpu);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
+  m.impl("sconv", &xpress::sconv_cpu);
+  m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cpu);
 }
 
 #ifdef XPRESS_EXT_WITH_CUDA
@@ -30,6 +39,8 @@ TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("latent_pass", &xpress::latent_pass_cuda);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cuda);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);
+  m.impl("sconv", &xpress::sconv_cuda);
+  m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cuda);
 }
 #endif
 

@@ -9,6 +9,7 @@ import torch  # noqa: F401  (loads libtorch before the extension that links agai
 
 from . import _C  # noqa: F401  (runs the TORCH_LIBRARY registrations)
 from . import ops
+from . import sconv as _sconv_module  # noqa: F401  (xpress_ext.sconv, the seed-002 drop-in)
 from .ops import add_argmax_to_blk, latent_pass, topc_argmax_to_blk
 
 

@@ -41,7 +41,44 @@ def topc_argmax_to_blk(
     _ops.topc_argmax_to_blk.default(base_c, bias_c, cand, blk)
 
 
-# Fake kernels: these ops only write into caller buffers, so tracing needs no output.
+def sconv(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    cache: torch.Tensor,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_idx: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    query_start: torch.Tensor,
+    off_s: int,
+    ws: int,
+    block_size: int,
+    activation: str | None = None,
+    use_residual: bool = True,
+) -> torch.Tensor:
+    """Paged short convolution: inserts each token's input into its cache slot and returns the
+    causal depthwise convolution (+ optional SiLU, + optional residual) as a new [T, H*ws]."""
+    return _ops.sconv.default(
+        x, weight, cache, positions, block_table, seq_idx, slot_mapping, query_start, off_s, ws,
+        block_size, activation, use_residual,
+    )
+
+
+def sconv_seq_metadata(
+    query_start_loc: torch.Tensor,
+    num_reqs: int,
+    num_actual_tokens: int,
+    seq_idx_out: torch.Tensor,
+    query_start_out: torch.Tensor,
+    num_padded_tokens: int | None = None,
+) -> None:
+    """Fills per-token ``seq_idx_out`` / ``query_start_out`` (padding rows zeroed), one launch."""
+    _ops.sconv_seq_metadata.default(
+        query_start_loc, num_reqs, num_actual_tokens, seq_idx_out, query_start_out, num_padded_tokens
+    )
+
+
+# Fake kernels: ops that only write into caller buffers need no output for tracing.
 @torch.library.register_fake("xpress_ext::latent_pass")
 def _latent_pass_fake(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp=True):
     return None
@@ -54,4 +91,16 @@ def _add_argmax_fake(base, bias, blk):
 
 @torch.library.register_fake("xpress_ext::topc_argmax_to_blk")
 def _topc_argmax_fake(base_c, bias_c, cand, blk):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::sconv")
+def _sconv_fake(x, weight, cache, positions, block_table, seq_idx, slot_mapping, query_start,
+                off_s, ws, block_size, activation=None, use_residual=True):
+    return x.new_empty(x.shape[0], x.shape[1])
+
+
+@torch.library.register_fake("xpress_ext::sconv_seq_metadata")
+def _seq_metadata_fake(query_start_loc, num_reqs, num_actual_tokens, seq_idx_out, query_start_out,
+                       num_padded_tokens=None):
     return None

@@ -15,6 +15,10 @@ __all__ = [
     "add_argmax_to_blk",
     "topc_argmax_to_blk",
     "relative_error",
+    "sconv",
+    "sconv_into",
+    "sconv_lowp",
+    "sconv_seq_metadata",
 ]
 
 
@@ -115,3 +119,85 @@ def topc_argmax_to_blk(
         best = (base_c + bias_c).argmax(dim=-1, keepdim=True)
         out[:, 1:] = cand.gather(-1, best).squeeze(-1)
     return out
+
+
+def sconv_into(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    cache: torch.Tensor,
+    positions: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_idx: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    query_start: torch.Tensor,
+    off_s: int,
+    ws: int,
+    block_size: int,
+    activation: str | None = None,
+    use_residual: bool = True,
+    *,
+    compute_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """SPEC.md's sconv in eager torch, writing the inserts into ``cache`` in place; returns out.
+
+    Taps are summed in ``compute_dtype`` (float64 gives the exact yardstick, and the result is
+    then left in float64) and read the cache before the insert.
+    """
+    T, C = x.shape
+    H, W, N = cache.shape[1], weight.shape[1], block_size
+    cd = compute_dtype
+    valid = slot_mapping >= 0
+    rows = torch.arange(T, device=x.device)
+    acc = torch.zeros(T, C, dtype=cd, device=x.device)
+    stream = cache[..., off_s : off_s + ws]  # [num_blocks, H, N, ws]
+    for iw in range(W):
+        src = positions - (W - 1) + iw
+        row = rows - (W - 1) + iw
+        in_win = valid & (src >= 0)
+        intra = in_win & (row >= query_start)
+        cached = in_win & (row < query_start)
+        xt = x[row.clamp(min=0)].to(cd)
+        lblk = (src.clamp(min=0) // N).clamp(max=block_table.shape[1] - 1)
+        pblk = block_table[seq_idx.long().clamp(0, block_table.shape[0] - 1), lblk].long()
+        pblk = pblk.clamp(0, cache.shape[0] - 1)
+        cv = stream[pblk, :, src.clamp(min=0) % N, :].reshape(T, C).to(cd)
+        tap = torch.where(intra[:, None], xt, torch.where(cached[:, None], cv, torch.zeros_like(cv)))
+        acc = acc + tap * weight[:, iw].to(cd)
+    if activation in ("silu", "swish"):
+        acc = F.silu(acc)
+    if use_residual:
+        acc = acc + x.to(cd)
+    slots = slot_mapping[valid]
+    cache[slots // N, :, slots % N, off_s : off_s + ws] = x[valid].view(-1, H, ws)
+    return acc if cd == torch.float64 else acc.to(x.dtype)
+
+
+def sconv(x, weight, cache, positions, block_table, seq_idx, slot_mapping, query_start, off_s, ws,
+          block_size, activation=None, use_residual=True, *, compute_dtype=torch.float32):
+    """(out, the cache after the insert); ``cache`` itself is left untouched."""
+    new_cache = cache.clone()
+    out = sconv_into(x, weight, new_cache, positions, block_table, seq_idx, slot_mapping,
+                     query_start, off_s, ws, block_size, activation, use_residual,
+                     compute_dtype=compute_dtype)
+    return out, new_cache
+
+
+def sconv_lowp(x, weight, cache, positions, block_table, seq_idx, slot_mapping, query_start,
+               off_s, ws, block_size, activation=None, use_residual=True) -> torch.Tensor:
+    """The same convolution with every op in the input dtype (the tolerance rule's budget)."""
+    return sconv(x, weight, cache, positions, block_table, seq_idx, slot_mapping, query_start,
+                 off_s, ws, block_size, activation, use_residual, compute_dtype=x.dtype)[0]
+
+
+def sconv_seq_metadata(
+    query_start_loc: torch.Tensor, num_reqs: int, num_actual_tokens: int, num_padded_tokens: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(seq_idx, query_start) for num_padded_tokens tokens; padding rows 0."""
+    padded = num_actual_tokens if num_padded_tokens is None else num_padded_tokens
+    t = torch.arange(padded, device=query_start_loc.device, dtype=torch.int32)
+    starts = query_start_loc[:num_reqs]
+    seq = (torch.searchsorted(starts, t, right=True) - 1).clamp(0, max(num_reqs - 1, 0)).to(torch.int32)
+    first = starts[seq.long()] if num_reqs else torch.zeros_like(t)
+    actual = t < num_actual_tokens
+    zero = torch.zeros_like(t)
+    return torch.where(actual, seq, zero), torch.where(actual, first, zero)

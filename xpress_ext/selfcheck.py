@@ -117,22 +117,107 @@ def check_topc_argmax(run: Runner, N, dtype, shapes, gen):
                 fns=(ours, torch_fn, 1))
 
 
+def sconv_batch(kind: str, device, dtype, gen, small: bool = False) -> dict:
+    """TARGETS.md's sconv shapes: H=8 heads, page D=2048, W = block_size = 4, the stream
+    off_s=256, ws=512 (C=4096 channels); decode = 256 requests x 1 token at position 1000,
+    spec = 256 x 16 tokens, prefill = 8 x 1024 tokens from position 0.  Only the blocks a
+    token's window touches are allocated; older logical blocks point at a shared null block 0,
+    as in a sliding-window cache.  `small` shrinks everything for the CPU."""
+    H, D, W, N, off_s, ws = (2, 256, 4, 4, 64, 64) if small else (8, 2048, 4, 4, 256, 512)
+    reqs, new, start = {"decode": (256, 1, 1000), "spec": (256, 16, 1000), "prefill": (8, 1024, 0)}[kind]
+    if small:
+        reqs, new, start = max(1, reqs // 16), max(1, new // 8), start // 10
+    lo_blk, hi_blk = max(0, start - (W - 1)) // N, (start + new - 1) // N
+    per_req = hi_blk - lo_blk + 1
+    table = torch.zeros(reqs, hi_blk + 1, dtype=torch.int32)
+    table[:, lo_blk:] = (torch.randperm(reqs * per_req, generator=gen) + 1).view(reqs, per_req).int()
+    num_blocks = reqs * per_req + 1
+    pos = (start + torch.arange(new)).repeat(reqs)
+    req = torch.arange(reqs).repeat_interleave(new)
+    slots = table[req, pos // N].long() * N + pos % N
+    C = H * ws
+    cache = torch.randn(num_blocks, H, N, D, generator=gen).to(dtype)
+    qsl = torch.arange(reqs + 1, dtype=torch.int32) * new
+    return dict(
+        x=torch.randn(reqs * new, C, generator=gen).to(dtype).to(device),
+        weight=(torch.randn(C, W, generator=gen) * 0.5).to(dtype).to(device),
+        cache=cache.to(device), positions=pos.to(device), block_table=table.to(device),
+        seq_idx=req.int().to(device), slot_mapping=slots.to(device),
+        query_start=(req * new).int().to(device), off_s=off_s, ws=ws, block_size=N,
+        qsl=qsl.to(device), num_reqs=reqs,
+    )
+
+
+SCONV_ARGS = ["x", "weight", "cache", "positions", "block_table", "seq_idx", "slot_mapping",
+              "query_start", "off_s", "ws", "block_size"]
+
+
+def sconv_bytes(b: dict) -> int:
+    """Bytes sconv must move: x read, out and the slots written, each cached tap read once."""
+    T, C = b["x"].shape
+    W = b["weight"].shape[1]
+    rows = torch.arange(T, device=b["x"].device)
+    cached = sum(int(((b["positions"] - (W - 1) + iw >= 0) & (rows - (W - 1) + iw < b["query_start"])).sum())
+                 for iw in range(W))
+    return (3 * T + cached) * C * b["x"].element_size() + b["weight"].numel() * b["weight"].element_size()
+
+
+def check_sconv(run: Runner, kind, dtype, shapes, gen):
+    b = sconv_batch(kind, run.device, dtype, gen, small=not run.cuda)
+    args = [b[k] for k in SCONV_ARGS]
+    cache0 = b["cache"].clone()
+    out = xpress_ext.ops.sconv(*args, "silu", True)
+    ref_out, ref_cache = ref.sconv(*args[:2], cache0, *args[3:], "silu", True)
+    exact = ref.sconv(*args[:2], cache0, *args[3:], "silu", True, compute_dtype=torch.float64)[0]
+    lowp = ref.sconv_lowp(*args[:2], cache0, *args[3:], "silu", True)
+    err, budget = ref.relative_error(out, exact), ref.relative_error(lowp, exact)
+    ok = torch.equal(b["cache"], ref_cache) and err <= 2 * budget
+    torch_cache = cache0.clone()
+    ours = lambda i: xpress_ext.ops.sconv(*args, "silu", True)  # noqa: E731
+    torch_fn = lambda i: ref.sconv_into(*args[:2], torch_cache, *args[3:], "silu", True)  # noqa: E731
+    T, C = b["x"].shape
+    return dict(op="sconv", shape=f"{kind}: T={T} C={C} W=4", ok=ok,
+                check=f"cache bitwise; rel err {err:.1e} <= 2 x {budget:.1e}", fns=(ours, torch_fn, 1))
+
+
+def check_seq_metadata(run: Runner, kind, dtype, shapes, gen):
+    b = sconv_batch(kind, run.device, dtype, gen, small=not run.cuda)
+    T = b["x"].shape[0]
+    seq = torch.full((T + 8,), -1, dtype=torch.int32, device=run.device)
+    first = torch.full_like(seq, -1)
+    ours = lambda i: xpress_ext.ops.sconv_seq_metadata(b["qsl"], b["num_reqs"], T, seq, first, T + 8)  # noqa: E731
+    ours(0)
+    exp_seq, exp_first = ref.sconv_seq_metadata(b["qsl"], b["num_reqs"], T, T + 8)
+    ok = torch.equal(seq, exp_seq) and torch.equal(first, exp_first)
+    tseq, tfirst = torch.empty_like(seq), torch.empty_like(first)
+
+    def torch_fn(i):
+        s, f = ref.sconv_seq_metadata(b["qsl"], b["num_reqs"], T, T + 8)
+        tseq.copy_(s)
+        tfirst.copy_(f)
+
+    return dict(op="sconv_seq_metadata", shape=f"{kind}: reqs={b['num_reqs']} T={T}+8 pad", ok=ok,
+                check="ids torch.equal", fns=(ours, torch_fn, 1))
+
+
 CHECKS = [check_latent, check_add_argmax, check_topc_argmax]
+SCONV_CHECKS = [check_sconv, check_seq_metadata]
+SCONV_KINDS = ["decode", "spec", "prefill"]
 
 
 def run_all(device: torch.device, ns, dtype, shapes) -> list[dict]:
     run = Runner(device)
     gen = torch.Generator().manual_seed(0)
     rows = []
-    for check in CHECKS:
-        for N in ns:
-            r = check(run, N, dtype, shapes, gen)
-            ours, torch_fn, nsets = r.pop("fns")
-            r["ours_us"], r["ours_eager_us"] = run.time(ours, nsets)
-            r["torch_us"], _ = run.time(torch_fn, nsets)
-            r["speedup_vs_torch"] = r["torch_us"] / r["ours_us"]
-            r.update(device=str(device), dtype=str(dtype).replace("torch.", ""), N=N)
-            rows.append(r)
+    cases = [(c, N) for c in CHECKS for N in ns] + [(c, k) for c in SCONV_CHECKS for k in SCONV_KINDS]
+    for check, N in cases:
+        r = check(run, N, dtype, shapes, gen)
+        ours, torch_fn, nsets = r.pop("fns")
+        r["ours_us"], r["ours_eager_us"] = run.time(ours, nsets)
+        r["torch_us"], _ = run.time(torch_fn, nsets)
+        r["speedup_vs_torch"] = r["torch_us"] / r["ours_us"]
+        r.update(device=str(device), dtype=str(dtype).replace("torch.", ""), case=N)
+        rows.append(r)
     return rows
 
 

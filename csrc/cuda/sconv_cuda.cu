@@ -1,0 +1,120 @@
+// CUDA launchers of the short-convolution ops: checks, device guard, current stream, dtype
+// dispatch, launch.  The grid depends only on T and C, so one captured graph replays for any
+// metadata contents.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "../checks.h"
+#include "../dispatch.h"
+#include "../kernels/sconv.cuh"
+#include "../ops.h"
+
+namespace xpress {
+namespace {
+
+namespace k = ::xpress::kernels;
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename T, int E, bool kCachedW>
+void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((a.tokens + k::kSconvTokens - 1) / k::kSconvTokens),
+                  static_cast<unsigned>((a.C + k::kSconvThreads * E - 1) / (k::kSconvThreads * E)));
+  k::sconv_kernel<T, E, kCachedW><<<grid, k::kSconvThreads, 0, stream>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& weight,
+                  at::Tensor& cache, const at::Tensor& positions, const at::Tensor& block_table,
+                  const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                  const at::Tensor& query_start, int64_t off_s, int64_t ws, bool use_residual,
+                  at::Tensor& out) {
+  k::SconvArgs<T> a{};
+  a.x = reinterpret_cast<const T*>(x.const_data_ptr());
+  a.x_st = x.stride(0);
+  a.weight = reinterpret_cast<const T*>(weight.const_data_ptr());
+  a.w_sc = weight.stride(0);
+  a.w_sw = weight.stride(1);
+  a.cache = reinterpret_cast<T*>(cache.mutable_data_ptr());
+  a.c_sb = cache.stride(0);
+  a.c_sh = cache.stride(1);
+  a.c_sn = cache.stride(2);
+  a.out = reinterpret_cast<T*>(out.mutable_data_ptr());
+  a.positions = positions.const_data_ptr<int64_t>();
+  a.block_table = block_table.const_data_ptr<int32_t>();
+  a.bt_sr = block_table.stride(0);
+  a.seq_idx = seq_idx.const_data_ptr<int32_t>();
+  a.slot_mapping = slot_mapping.const_data_ptr<int64_t>();
+  a.query_start = query_start.const_data_ptr<int32_t>();
+  a.tokens = d.T;
+  a.C = static_cast<int>(d.C);
+  a.ws = static_cast<int>(ws);
+  a.off_s = static_cast<int>(off_s);
+  a.W = static_cast<int>(d.W);
+  a.block_size = d.block_size;
+  a.num_blocks = d.num_blocks;
+  a.num_reqs = static_cast<int>(d.num_reqs);
+  a.max_blocks = static_cast<int>(d.max_blocks);
+  a.silu = d.silu;
+  a.residual = use_residual;
+  // 16-byte vectors of E channels: every vector start aligned in x, out and the cache, and no
+  // vector straddling a head (ws % E == 0) or the end of a row (C % E == 0).
+  constexpr int E = 16 / static_cast<int>(sizeof(T));
+  const bool vec = d.C % E == 0 && ws % E == 0 && off_s % E == 0 && a.x_st % E == 0 &&
+                   a.c_sb % E == 0 && a.c_sh % E == 0 && a.c_sn % E == 0 && aligned16(a.x) &&
+                   aligned16(a.cache) && aligned16(a.out);
+  const bool cached_w = d.W <= k::kSconvMaxCachedW;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
+  if (vec) {
+    cached_w ? launch_sconv_variant<T, E, true>(a, stream) : launch_sconv_variant<T, E, false>(a, stream);
+  } else {
+    cached_w ? launch_sconv_variant<T, 1, true>(a, stream) : launch_sconv_variant<T, 1, false>(a, stream);
+  }
+}
+
+}  // namespace
+
+at::Tensor sconv_cuda(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
+                      const at::Tensor& positions, const at::Tensor& block_table,
+                      const at::Tensor& seq_idx, const at::Tensor& slot_mapping,
+                      const at::Tensor& query_start, int64_t off_s, int64_t ws, int64_t block_size,
+                      std::optional<c10::string_view> activation, bool use_residual) {
+  const SconvDims d = check_sconv(x, weight, cache, positions, block_table, seq_idx, slot_mapping,
+                                  query_start, off_s, ws, block_size, activation);
+  const c10::cuda::OptionalCUDAGuard guard(x.device());
+  at::Tensor out = at::empty({d.T, d.C}, x.options());
+  if (d.T == 0) return out;
+  if (validate_enabled()) {
+    check_sconv_ids(d, positions, block_table, seq_idx, slot_mapping, query_start);
+  }
+  XPRESS_DISPATCH_FLOAT(x.scalar_type(), "sconv", __nv_bfloat16, __half, float, [&] {
+    launch_sconv<scalar_t>(d, x, weight, cache, positions, block_table, seq_idx, slot_mapping,
+                           query_start, off_s, ws, use_residual, out);
+  });
+  return out;
+}
+
+void sconv_seq_metadata_cuda(const at::Tensor& query_start_loc, int64_t num_reqs,
+                             int64_t num_actual_tokens, at::Tensor& seq_idx_out,
+                             at::Tensor& query_start_out, std::optional<int64_t> num_padded_tokens) {
+  const int64_t padded = check_seq_metadata(query_start_loc, num_reqs, num_actual_tokens,
+                                            seq_idx_out, query_start_out, num_padded_tokens);
+  const c10::cuda::OptionalCUDAGuard guard(query_start_loc.device());
+  if (padded == 0) return;
+  k::SeqMetadataArgs a{};
+  a.query_start_loc = query_start_loc.const_data_ptr<int32_t>();
+  a.seq_idx = seq_idx_out.mutable_data_ptr<int32_t>();
+  a.query_start = query_start_out.mutable_data_ptr<int32_t>();
+  a.num_reqs = num_reqs;
+  a.num_actual = num_actual_tokens;
+  a.num_padded = padded;
+  const unsigned grid = static_cast<unsigned>((padded + k::kSeqMetadataThreads - 1) / k::kSeqMetadataThreads);
+  k::seq_metadata_kernel<<<grid, k::kSeqMetadataThreads, 0,
+                           at::cuda::getCurrentCUDAStream(query_start_loc.get_device()).stream()>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace xpress

@@ -1,0 +1,178 @@
+// Paged short convolution (SPEC.md "sconv") and its per-token metadata.
+//
+// sconv grid: (ceil(T / kSconvTokens), ceil(C / (128 * E))); 128 threads, each owning E
+// consecutive channels of one head (E = one 16-byte vector, or 1 on the scalar path) for
+// kSconvTokens consecutive tokens, so its W weights per channel are loaded once into registers.
+// Per token: the W taps ending at the token's position are read -- from x when the tap's
+// x-row is inside this forward, else from the paged cache through the block table -- the
+// token's input is written to its slot, and conv (+SiLU) (+residual) goes to out.  Taps inside
+// the forward never read the cache, so the slot writes of this launch are never read back by
+// it: no ordering between CTAs is needed.  The grid depends only on T and C.  What bounds it:
+// HBM bandwidth (x read, out and cache written, W-1 cached taps per request start).
+//
+// Ids are data: seq_idx, the logical block, the physical block and the slot are clamped into
+// their tensors for addressing, so no value they hold makes an access leave the tensors.
+#pragma once
+
+#include <cstdint>
+
+#include "common.cuh"
+
+namespace xpress {
+namespace kernels {
+
+constexpr int kSconvThreads = 128;
+constexpr int kSconvTokens = 4;
+constexpr int kSconvMaxCachedW = 8;  // taps held in registers; wider filters re-read weights
+
+template <typename T>
+struct SconvArgs {
+  const T* x;
+  int64_t x_st;  // row stride of x (channels are unit-stride)
+  const T* weight;
+  int64_t w_sc, w_sw;  // weight strides [C, W]
+  T* cache;
+  int64_t c_sb, c_sh, c_sn;  // cache strides [num_blocks, H, N, D], D unit-stride
+  T* out;                    // [T, C] contiguous
+  const int64_t* positions;
+  const int32_t* block_table;
+  int64_t bt_sr;  // block_table row stride
+  const int32_t* seq_idx;
+  const int64_t* slot_mapping;
+  const int32_t* query_start;
+  int64_t tokens;
+  int C, ws, off_s, W;
+  int64_t block_size, num_blocks;
+  int num_reqs, max_blocks;
+  bool silu, residual;
+};
+
+// E consecutive elements as one load/store (16 bytes when E * sizeof(T) == 16).
+template <typename T, int E>
+struct Lanes {
+  T v[E];
+  __device__ __forceinline__ void load(const T* p) {
+    if constexpr (E * sizeof(T) == 16) {
+      *reinterpret_cast<int4*>(v) = *reinterpret_cast<const int4*>(p);
+    } else {
+#pragma unroll
+      for (int i = 0; i < E; ++i) v[i] = p[i];
+    }
+  }
+  __device__ __forceinline__ void store(T* p) const {
+    if constexpr (E * sizeof(T) == 16) {
+      *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < E; ++i) p[i] = v[i];
+    }
+  }
+};
+
+template <typename T, int E, bool kCachedW>
+__global__ void __launch_bounds__(kSconvThreads)
+    sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
+  const int c0 = (blockIdx.y * kSconvThreads + threadIdx.x) * E;
+  if (c0 >= p.C) return;
+  const int head = c0 / p.ws;
+  const int d0 = p.off_s + c0 % p.ws;  // E channels never straddle a head (ws % E == 0)
+  const int64_t head_off = head * p.c_sh + d0;
+
+  constexpr int kWR = kCachedW ? kSconvMaxCachedW : 1;
+  float w[E][kWR];
+  if constexpr (kCachedW) {
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+#pragma unroll
+      for (int iw = 0; iw < kWR; ++iw) {
+        w[i][iw] = iw < p.W ? to_float(p.weight[(c0 + i) * p.w_sc + iw * p.w_sw]) : 0.f;
+      }
+    }
+  }
+
+  const int64_t t_begin = static_cast<int64_t>(blockIdx.x) * kSconvTokens;
+  const int64_t t_end = t_begin + kSconvTokens < p.tokens ? t_begin + kSconvTokens : p.tokens;
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    const int64_t slot = p.slot_mapping[t];
+    Lanes<T, E> xt;
+    xt.load(p.x + t * p.x_st + c0);
+    float acc[E];
+#pragma unroll
+    for (int i = 0; i < E; ++i) acc[i] = 0.f;
+    if (slot >= 0) {  // padding rows: no taps, no write
+      const int64_t pos = p.positions[t];
+      const int64_t qstart = p.query_start[t];
+      const int64_t req = clamp_index(p.seq_idx[t], p.num_reqs);
+      const int32_t* table = p.block_table + req * p.bt_sr;
+      const int taps = kCachedW ? kWR : p.W;
+#pragma unroll
+      for (int iw = 0; iw < taps; ++iw) {
+        if (kCachedW && iw >= p.W) break;
+        const int64_t src = pos - (p.W - 1) + iw;  // absolute window position
+        if (src < 0) continue;                      // before the sequence: a zero tap
+        const int64_t row = t - (p.W - 1) + iw;     // x-row of that position
+        Lanes<T, E> tap;
+        if (row >= qstart && row >= 0) {
+          tap.load(p.x + row * p.x_st + c0);  // inside this forward: the immutable input
+        } else {
+          const int64_t lblk = clamp_index(src / p.block_size, p.max_blocks);
+          const int64_t pblk = clamp_index(table[lblk], p.num_blocks);
+          tap.load(p.cache + pblk * p.c_sb + (src % p.block_size) * p.c_sn + head_off);
+        }
+#pragma unroll
+        for (int i = 0; i < E; ++i) {
+          const float wi = kCachedW ? w[i][iw] : to_float(p.weight[(c0 + i) * p.w_sc + iw * p.w_sw]);
+          acc[i] = fmaf(to_float(tap.v[i]), wi, acc[i]);
+        }
+      }
+      const int64_t blk = clamp_index(slot / p.block_size, p.num_blocks);
+      xt.store(p.cache + blk * p.c_sb + (slot % p.block_size) * p.c_sn + head_off);
+    }
+    Lanes<T, E> o;
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      float v = acc[i];
+      if (p.silu) v = v / (1.0f + expf(-v));
+      if (p.residual) v += to_float(xt.v[i]);
+      o.v[i] = from_float<T>(v);
+    }
+    o.store(p.out + t * p.C + c0);
+  }
+}
+
+// sconv_seq_metadata: per token, the owning request (largest j < num_reqs with
+// query_start_loc[j] <= t) by binary search, and that request's first row; padding rows get
+// zeros.  Grid: ceil(num_padded / 256), one thread per token.
+struct SeqMetadataArgs {
+  const int32_t* query_start_loc;
+  int32_t* seq_idx;
+  int32_t* query_start;
+  int64_t num_reqs, num_actual, num_padded;
+};
+
+constexpr int kSeqMetadataThreads = 256;
+
+__global__ void __launch_bounds__(kSeqMetadataThreads)
+    seq_metadata_kernel(const __grid_constant__ SeqMetadataArgs p) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kSeqMetadataThreads + threadIdx.x;
+  if (t >= p.num_padded) return;
+  int32_t req = 0, first = 0;
+  if (t < p.num_actual) {
+    int64_t lo = 0, hi = p.num_reqs - 1;  // reads stay in [0, num_reqs) whatever the data
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (p.query_start_loc[mid] <= t) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    req = static_cast<int32_t>(lo);
+    first = p.query_start_loc[lo];
+  }
+  p.seq_idx[t] = req;
+  p.query_start[t] = first;
+}
+
+}  // namespace kernels
+}  // namespace xpress
