@@ -137,11 +137,14 @@ def sconv_into(
     use_residual: bool = True,
     *,
     compute_dtype: torch.dtype = torch.float32,
+    no_padding: bool = False,
 ) -> torch.Tensor:
     """SPEC.md's sconv in eager torch, writing the inserts into ``cache`` in place; returns out.
 
     Taps are summed in ``compute_dtype`` (float64 gives the exact yardstick, and the result is
-    then left in float64) and read the cache before the insert.
+    then left in float64) and read the cache before the insert.  ``no_padding=True`` (the
+    caller guarantees every slot >= 0) inserts without a boolean mask, so that eager torch can
+    be captured in a CUDA graph for timing.
     """
     T, C = x.shape
     H, W, N = cache.shape[1], weight.shape[1], block_size
@@ -167,8 +170,8 @@ def sconv_into(
         acc = F.silu(acc)
     if use_residual:
         acc = acc + x.to(cd)
-    slots = slot_mapping[valid]
-    cache[slots // N, :, slots % N, off_s : off_s + ws] = x[valid].view(-1, H, ws)
+    slots, rows_in = (slot_mapping, x) if no_padding else (slot_mapping[valid], x[valid])
+    cache[slots // N, :, slots % N, off_s : off_s + ws] = rows_in.view(-1, H, ws)
     return acc if cd == torch.float64 else acc.to(x.dtype)
 
 

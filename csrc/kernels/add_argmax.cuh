@@ -69,22 +69,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
     const int64_t j = full_end + threadIdx.x;  // at most kV - 1 tail elements
     if (j < hi) best.offer(rounded_sum(base[j], bias[j]), j);
   } else {
-    for (int64_t i = lo + threadIdx.x; i < hi; i += static_cast<int64_t>(kArgmaxThreads) * 4) {
-      T a[4], c[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int64_t j = i + u * kArgmaxThreads;
-        if (j < hi) {
-          a[u] = base[j];
-          c[u] = bias[j];
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int64_t j = i + u * kArgmaxThreads;
-        if (j < hi) best.offer(rounded_sum(a[u], c[u]), j);
-      }
-    }
+    scan_add_argmax_strided<8>(best, base, bias, lo + threadIdx.x, hi, kArgmaxThreads);
   }
 }
 

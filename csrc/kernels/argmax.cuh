@@ -31,5 +31,30 @@ __device__ __forceinline__ uint64_t warp_max_u64(uint64_t v) {
   return v;
 }
 
+// Scans elements begin, begin + stride, ... < end of one row element by element, kUnroll loads
+// of each operand in flight before any is used (a loop with one load pair per iteration would
+// pay one memory latency per element).  The thread's indices increase, as RunningArgmax needs.
+template <int kUnroll, typename T>
+__device__ __forceinline__ void scan_add_argmax_strided(RunningArgmax& best, const T* base,
+                                                        const T* bias, int64_t begin, int64_t end,
+                                                        int64_t stride) {
+  for (int64_t i = begin; i < end; i += stride * kUnroll) {
+    T a[kUnroll], c[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + u * stride;
+      if (j < end) {
+        a[u] = base[j];
+        c[u] = bias[j];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + u * stride;
+      if (j < end) best.offer(rounded_sum(a[u], c[u]), j);
+    }
+  }
+}
+
 }  // namespace kernels
 }  // namespace xpress

@@ -45,9 +45,7 @@ __global__ void __launch_bounds__(kTopcThreads)
   if (active) {
     const T* base = p.base + n * p.base_sn + b * p.base_sb;
     const T* bias = p.bias + n * p.bias_sn + b * p.bias_sb;
-    for (int64_t c = (warp % wpr) * 32 + lane; c < p.C; c += wpr * 32) {
-      best.offer(rounded_sum(base[c], bias[c]), c);
-    }
+    scan_add_argmax_strided<8>(best, base, bias, (warp % wpr) * 32 + lane, p.C, wpr * 32);
   }
   uint64_t v = warp_max_u64(best.packed());
   if (wpr > 1) {
