@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine, one command: build if needed, run the whole test suite with the CUDA ops,
-# then the self-check timings of every op against eager torch.  Logs and results go to OUTDIR:
-#   env.txt build.log pytest.log junit.xml selfcheck.md selfcheck.json
+# then the self-check timings of every op against eager torch, then the main job (draft steps
+# against the eager reference head).  Logs and results go to OUTDIR:
+#   env.txt build.log pytest.log junit.xml selfcheck.md selfcheck.json draft.md draft.json
 # Exit status: non-zero if the build, any test or any self-check fails.
 # An abi3 build carried from another machine (xpress_ext/_C.abi3.so) is used when it loads
 # and has its CUDA kernels; otherwise the extension is built here (MAX_JOBS, default 16).
@@ -29,5 +30,7 @@ fi
 tests_rc=${PIPESTATUS[0]}
 "$PY" -m xpress_ext.selfcheck --json "$out/selfcheck.json" 2>&1 | tee "$out/selfcheck.md"
 check_rc=${PIPESTATUS[0]}
-echo "pytest exit $tests_rc, self-check exit $check_rc"
-exit $(( tests_rc != 0 || check_rc != 0 ))
+"$PY" -m xpress_ext --json "$out/draft.json" 2>&1 | tee "$out/draft.md"
+draft_rc=${PIPESTATUS[0]}
+echo "pytest exit $tests_rc, self-check exit $check_rc, draft steps exit $draft_rc"
+exit $(( tests_rc != 0 || check_rc != 0 || draft_rc != 0 ))

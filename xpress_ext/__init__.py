@@ -10,6 +10,7 @@ import torch  # noqa: F401  (loads libtorch before the extension that links agai
 from . import _C  # noqa: F401  (runs the TORCH_LIBRARY registrations)
 from . import ops
 from . import sconv as _sconv_module  # noqa: F401  (xpress_ext.sconv, the seed-002 drop-in)
+from .head import HYBRID_KEY_MAP, CheckpointError, XPressRefinerHead
 from .ops import add_argmax_to_blk, latent_pass, topc_argmax_to_blk
 
 
@@ -19,6 +20,9 @@ def has_cuda_kernels() -> bool:
 
 
 __all__ = [
+    "XPressRefinerHead",
+    "HYBRID_KEY_MAP",
+    "CheckpointError",
     "ops",
     "latent_pass",
     "add_argmax_to_blk",

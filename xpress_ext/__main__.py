@@ -1,7 +1,8 @@
-"""`python -m xpress_ext`: the package's main job (for now the op self-check)."""
+"""`python -m xpress_ext`: the main job, XPress draft steps (see xpress_ext.draft); the op
+self-check is `python -m xpress_ext.selfcheck`."""
 
 import sys
 
-from .selfcheck import main
+from .draft import main
 
 sys.exit(main())

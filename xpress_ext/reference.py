@@ -19,6 +19,10 @@ __all__ = [
     "sconv_into",
     "sconv_lowp",
     "sconv_seq_metadata",
+    "jacobi_pass",
+    "jacobi_refine_greedy",
+    "sequential_greedy",
+    "top2_margin",
 ]
 
 
@@ -204,3 +208,83 @@ def sconv_seq_metadata(
     actual = t < num_actual_tokens
     zero = torch.zeros_like(t)
     return torch.where(actual, seq, zero), torch.where(actual, first, zero)
+
+
+# ---------------------------------------------------------------------------------------------
+# The refiner head in eager torch (no custom op): the head's own nn modules (refine_bias) and
+# torch.argmax / torch.topk.  `head` is an XPressRefinerHead (duck-typed: hidden_cache,
+# refine_bias, block_size, topc).
+
+
+def _prev_ids(blk: torch.Tensor, tok_am1_ids: torch.Tensor) -> torch.Tensor:
+    return torch.cat([tok_am1_ids[:, None], blk[:, :-1]], dim=1)
+
+
+def top2_margin(scores: torch.Tensor) -> torch.Tensor:
+    """Gap between the best and the second-best score along the last dim (fp32)."""
+    top = scores.float().topk(2, dim=-1).values
+    return top[..., 0] - top[..., 1]
+
+
+def jacobi_pass(head, blk, slots, hcache, tok_am1_ids, base_c=None, cand=None):
+    """One greedy Jacobi pass in eager torch from the block state ``blk``: returns the new
+    [N, B-1] slot tokens and each slot's top-2 score margin (a small margin is a near tie, which
+    a different summation order may flip).  With base_c / cand: scores on those candidates."""
+    bias = head.refine_bias(_prev_ids(blk, tok_am1_ids), hcache)[:, 1:, :]
+    if cand is not None:
+        scores = base_c + bias.gather(-1, cand)
+        tokens = cand.gather(-1, scores.argmax(dim=-1, keepdim=True)).squeeze(-1)
+    else:
+        scores = slots + bias
+        tokens = scores.argmax(dim=-1)
+    margins = top2_margin(scores) if scores.shape[-1] > 1 else torch.full_like(tokens, float("inf"), dtype=torch.float)
+    return tokens, margins
+
+
+def jacobi_refine_greedy(
+    head,
+    base_logits_full: torch.Tensor,
+    h_full: torch.Tensor,
+    anchor_ids: torch.Tensor,
+    tok_am1_ids: torch.Tensor,
+    num_passes: int,
+    topc: int | None = None,
+    return_margins: bool = False,
+):
+    """The draft step of seed 004 in eager torch: [N, B-1] drafts after num_passes passes
+    (topc = None: the head's own setting; 0: full vocabulary); with ``return_margins`` also the
+    last pass's top-2 margins."""
+    topc = head.topc if topc is None else topc
+    N, B, V = base_logits_full.shape
+    slots = base_logits_full[:, 1:, :]
+    hcache = head.hidden_cache(h_full)
+    blk = torch.empty(N, B, dtype=torch.long, device=base_logits_full.device)
+    blk[:, 0] = anchor_ids
+    blk[:, 1:] = slots.argmax(dim=-1)
+    margins = torch.full((N, B - 1), float("inf"), device=blk.device)
+    base_c = cand = None
+    if topc:
+        c = min(topc, V)
+        base_c, cand = torch.topk(slots.reshape(-1, V), c, dim=-1, sorted=False)
+        base_c, cand = base_c.view(N, B - 1, c), cand.view(N, B - 1, c)
+    for _ in range(num_passes):
+        blk[:, 1:], margins = jacobi_pass(head, blk, slots, hcache, tok_am1_ids, base_c, cand)
+    return (blk[:, 1:], margins) if return_margins else blk[:, 1:]
+
+
+def sequential_greedy(
+    head, base_logits_full: torch.Tensor, h_full: torch.Tensor, anchor_ids: torch.Tensor,
+    tok_am1_ids: torch.Tensor, return_margins: bool = False,
+):
+    """Greedy decode slot by slot: token[b] = argmax(base[b] + bias(tokens < b)[b]) -- the
+    fixed point Jacobi iteration reaches after B-1 passes (full vocabulary)."""
+    N, B, V = base_logits_full.shape
+    hcache = head.hidden_cache(h_full)
+    blk = torch.zeros(N, B, dtype=torch.long, device=base_logits_full.device)
+    blk[:, 0] = anchor_ids
+    margins = torch.empty(N, B - 1, device=blk.device)
+    for b in range(1, B):
+        scores = base_logits_full[:, b, :] + head.refine_bias(_prev_ids(blk, tok_am1_ids), hcache)[:, b, :]
+        blk[:, b] = scores.argmax(dim=-1)
+        margins[:, b - 1] = top2_margin(scores)
+    return (blk[:, 1:], margins) if return_margins else blk[:, 1:]

@@ -30,7 +30,7 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kLatentThreads = 256;
+constexpr int kLatentThreads = 512;
 constexpr int kLatentWarps = kLatentThreads / 32;
 
 __host__ __device__ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -74,8 +74,10 @@ inline LatentTiling make_latent_tiling(int R, int H, int B, int elem_bytes, int 
   t.rc = round_up(ceil_div(R, cluster), 8);
   t.hc = round_up(ceil_div(H, cluster), 8);
   const int nt1 = t.rc / 8;
-  t.ks1 = std::max(1, std::min(kLatentWarps / nt1, t.kr / 16));
-  t.ks3 = std::max(1, std::min(kLatentWarps / nt1, t.kh / 16));
+  // K-splits fill the warps when a CTA's slice has few column tiles; capped at 2 so the fp32
+  // partials stay small.  Chosen from (R, H, cluster) only: a fixed summation order per row.
+  t.ks1 = std::max(1, std::min({kLatentWarps / nt1, t.kr / 16, 2}));
+  t.ks3 = std::max(1, std::min({kLatentWarps / nt1, t.kh / 16, 2}));
   t.ld_wlat = smem_ld_weight(t.rc, elem_bytes);
   t.ld_wgu = smem_ld_weight(t.hc, elem_bytes);
   t.ld_wd = smem_ld_weight(t.rc, elem_bytes);
@@ -140,6 +142,22 @@ struct LatentArgs {
   LatentTiling t;
 };
 
+// Walks the flat indices i = start, start + step, ... of a [rows, cols] grid as (row, col)
+// without a division per element: one division up front, then an add and a wrap per step.
+struct GridWalk {
+  int row, col, drow, dcol, cols;
+  __device__ __forceinline__ GridWalk(int start, int step, int cols_)
+      : row(start / cols_), col(start % cols_), drow(step / cols_), dcol(step % cols_), cols(cols_) {}
+  __device__ __forceinline__ void next() {
+    row += drow;
+    col += dcol;
+    if (col >= cols) {
+      col -= cols;
+      ++row;
+    }
+  }
+};
+
 // Copies rows of a global tensor into shared memory (row stride ld_s):
 //   s[r, c] = g[row_offset(r) + c]   for r < valid_rows and c < valid_cols, else 0,
 // for r < rows and c < cols (a multiple of 8).  With `vec` (aligned data, and valid_cols a
@@ -153,9 +171,10 @@ __device__ __forceinline__ void load_rows(T* s, int ld_s, const T* g, const T* g
   constexpr int kV = kVecElems<T>;
   const int unit = vec ? kV : 1;
   const int per_row = cols / unit;
-  for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
-    const int r = i / per_row;
-    const int col = (i % per_row) * unit;
+  GridWalk w(threadIdx.x, blockDim.x, per_row);
+  for (; w.row < rows; w.next()) {
+    const int r = w.row;
+    const int col = w.col * unit;
     const bool valid = r < valid_rows && col < valid_cols;
     const T* src = valid ? g + row_offset(r) + col : g_any;
     if (vec) {
@@ -309,9 +328,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, t.rows, t.rc,
                     t.kr, t.ks1);
     __syncthreads();
-    for (int i = tid; i < t.rows * t.rc; i += blockDim.x) {
-      const int r = i / t.rc;
-      const int c = i % t.rc;
+    for (GridWalk w(tid, blockDim.x, t.rc); w.row < t.rows; w.next()) {
+      const int r = w.row;
+      const int c = w.col;
       float v = 0.f;
       for (int s = 0; s < t.ks1; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
       s_x[r * t.ld_f + c] = v + to_float(s_xh[r * t.ld_xh + c]);  // 0 outside the valid region
@@ -320,9 +339,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     if (first && p.do_mlp) cluster_wait();  // peers run: their shared memory may be written
 
     // Mixer over all j (the op is defined for any mixer, not only lower-triangular ones).
-    for (int i = tid; i < t.rows * (t.rc / 2); i += blockDim.x) {
-      const int r = i / (t.rc / 2);
-      const int c = (i % (t.rc / 2)) * 2;
+    for (GridWalk w(tid, blockDim.x, t.rc / 2); w.row < t.rows; w.next()) {
+      const int r = w.row;
+      const int c = w.col * 2;
       const int cg = c_base + c;
       const int k = r % p.B;
       float u0 = 0.f, u1 = 0.f;
@@ -381,9 +400,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       split_k_gemm<T>(s_part, t.ld_f, part_stride, s_m, t.ld_m, s_wd, t.ld_wd, t.rows, t.rc, t.kh,
                       t.ks3);
       __syncthreads();
-      for (int i = tid; i < t.rows * t.rc; i += blockDim.x) {
-        const int r = i / t.rc;
-        const int c = i % t.rc;
+      for (GridWalk w(tid, blockDim.x, t.rc); w.row < t.rows; w.next()) {
+        const int r = w.row;
+        const int c = w.col;
         const int k = r % p.B;
         if (r >= valid_rows || k == 0 || c_base + c >= p.R) continue;
         float v = 0.f;

@@ -1,0 +1,237 @@
+"""XPressRefinerHead on the custom ops against the eager reference head: the fixed point, pass
+by pass parity (near ties counted and bounded), top-C semantics, checkpoints, graph capture,
+torch.compile, errors, and the vLLM stand-in install."""
+
+import importlib
+import sys
+import types
+
+import pytest
+import torch
+from xpress_testing import DEVICES, needs_cuda
+
+import xpress_ext
+from xpress_ext import draft, kernels
+from xpress_ext import reference as ref
+from xpress_ext import vllm_integration
+from xpress_ext.head import CheckpointError, XPressRefinerHead
+
+V, B, RANK, MLP, HIDDEN = 3001, 16, 64, 128, 96
+DTYPE_IDS = {torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+def make_head(device, dtype=torch.float32, topc=0, seed=0, max_num_reqs=8, vocab=V):
+    return draft.make_synthetic_head(vocab, B, RANK, MLP, HIDDEN, dtype=dtype, device=device, seed=seed,
+                                     max_num_reqs=max_num_reqs, topc=topc)
+
+
+def step_inputs(head, N, device, seed=1):
+    return draft.make_step_inputs(head, N, head.w1.weight.dtype, device, seed=seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("extra_passes", [0, 3])
+@torch.no_grad()
+def test_fixed_point_is_sequential_greedy(device, extra_passes):
+    """topc=0, K >= B-1 passes: exactly the slot-by-slot greedy decode."""
+    head = make_head(device)
+    inputs = step_inputs(head, 6, device)
+    drafts = head.jacobi_refine_greedy(*inputs, B - 1 + extra_passes)
+    expect, margins = ref.sequential_greedy(head, *inputs, return_margins=True)
+    assert margins.min() > draft.TIE_MARGIN[torch.float32], "test data must have clear margins"
+    assert torch.equal(drafts, expect)
+    # and the bias matters: the decode is not just the argmax of the base logits
+    assert not torch.equal(expect, inputs[0][:, 1:].argmax(-1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("topc", [0, 64])
+@torch.no_grad()
+def test_fused_fixed_point_is_stable_bf16(device, topc):
+    """In bf16 too, once B-1 passes have settled every slot further passes change nothing."""
+    head = make_head(device, torch.bfloat16, topc=topc)
+    inputs = step_inputs(head, 5, device)
+    settled = head.jacobi_refine_greedy(*inputs, B - 1).clone()
+    assert torch.equal(head.jacobi_refine_greedy(*inputs, B + 4), settled)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_every_pass_count_matches_reference_fp32(device, topc):
+    head = make_head(device, topc=topc)
+    inputs = step_inputs(head, 5, device, seed=4)
+    for passes in range(1, B):
+        expect, margins = ref.jacobi_refine_greedy(head, *inputs, passes, return_margins=True)
+        assert margins.min() > draft.TIE_MARGIN[torch.float32]
+        assert torch.equal(head.jacobi_refine_greedy(*inputs, passes), expect), passes
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+def test_pass_by_pass_differences_are_bounded_near_ties(device, dtype, topc):
+    """Teacher-forced: each fused pass against the eager pass from the same block state.  The
+    only differences allowed are near ties (reference top-2 margin below TIE_MARGIN), and there
+    are few of them."""
+    head = make_head(device, dtype, topc=topc, max_num_reqs=16)
+    near, other, compared, _ = draft.teacher_forced_diffs(head, step_inputs(head, 16, device, seed=5),
+                                                          B - 1, draft.TIE_MARGIN[dtype])
+    assert other == 0, f"{other} differences at clear margins"
+    assert near <= (0.03 if dtype == torch.bfloat16 else 0.001) * compared, f"{near}/{compared} near ties"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@torch.no_grad()
+def test_topc_with_all_candidates_equals_full(device):
+    """C = V: the candidates are the whole vocabulary, so the drafts equal the full path's
+    (fp32: no exact ties in random scores, where candidate order would decide)."""
+    head = make_head(device)
+    inputs = step_inputs(head, 4, device, seed=6)
+    full = head.jacobi_refine_greedy(*inputs, 6).clone()
+    head.topc = V
+    assert torch.equal(head.jacobi_refine_greedy(*inputs, 6), full)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@torch.no_grad()
+def test_topc_never_leaves_the_candidates(device):
+    head = make_head(device, torch.bfloat16, topc=8)
+    inputs = step_inputs(head, 6, device, seed=7)
+    step = head.prepare_step(*inputs)
+    for _ in range(B - 1):
+        head.jacobi_pass(step)
+        drafts = step["blk"][:, 1:]
+        assert (step["cand"] == drafts[..., None]).any(-1).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fmt", ["state_dict", "torch_save", "safetensors"])
+@torch.no_grad()
+def test_checkpoint_round_trip(device, fmt, tmp_path):
+    src = make_head(device, seed=3)
+    raw = torch.randn(RANK, B, B, generator=torch.Generator().manual_seed(9)) * 0.05
+    src.fold_from_raw_(raw.to(device))
+    src.process_weights_after_loading()
+    state = {k: v.cpu() for k, v in src.published_state_dict(raw_mix_L=raw).items()}
+    assert set(state) == set(xpress_ext.HYBRID_KEY_MAP)
+    if fmt == "torch_save":
+        target = tmp_path / "head.pt"
+        torch.save(state, target)
+    elif fmt == "safetensors":
+        safetensors = pytest.importorskip("safetensors.torch")
+        target = tmp_path / "head.safetensors"
+        safetensors.save_file(state, str(target))
+    else:
+        target = state
+    dst = make_head(device, seed=42)  # different weights before loading
+    w1_ptr, fused_ptrs = dst.w1.weight.data_ptr(), {k: v.data_ptr() for k, v in dst._fused_buf.items()}
+    dst.load_checkpoint(target)
+    assert dst.w1.weight.data_ptr() == w1_ptr, "loading must copy in place"
+    assert {k: v.data_ptr() for k, v in dst._fused_buf.items()} == fused_ptrs, "fused buffers must be refilled in place"
+    assert torch.equal(dst.mix_L, src.mix_L)
+    inputs = step_inputs(src, 5, device)
+    for topc in (0, 64):
+        src.topc = dst.topc = topc
+        assert torch.equal(dst.jacobi_refine_greedy(*inputs, 6), src.jacobi_refine_greedy(*inputs, 6))
+
+
+@pytest.mark.parametrize(
+    "change,pattern",
+    [
+        (lambda s: s.pop("mlp.up_proj.weight"), r"missing key\(s\) \['mlp.up_proj.weight'\]"),
+        (lambda s: s.update({"lm_head.weight": torch.zeros(1)}), r"unexpected key\(s\) \['lm_head.weight'\]"),
+        (lambda s: s.update({"w2.weight": torch.zeros(V + 1, RANK)}), r"key 'w2.weight' has shape \(3002, 64\).*needs \(3001, 64\)"),
+        (lambda s: s.update({"mix.L": torch.zeros(RANK, B - 1, B - 1)}), r"key 'mix.L' has shape"),
+    ],
+    ids=["missing", "unexpected", "w2 shape", "mix shape"],
+)
+def test_checkpoint_errors(change, pattern):
+    head = make_head("cpu")
+    state = make_head("cpu", seed=5).published_state_dict()
+    change(state)
+    before = {k: v.clone() for k, v in head.state_dict().items()}
+    with pytest.raises(CheckpointError, match=pattern):
+        head.load_checkpoint(state)
+    assert all(torch.equal(v, before[k]) for k, v in head.state_dict().items()), "a failed load modified the head"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_request_and_buffer_errors(device):
+    head = make_head(device, max_num_reqs=4)
+    with pytest.raises(ValueError, match="5 requests exceeds the max_num_reqs=4"):
+        head.jacobi_refine_greedy(*step_inputs(head, 5, device), 2)
+    fresh = XPressRefinerHead(V, HIDDEN, B, RANK, MLP, max_num_reqs=4).to(device)
+    with pytest.raises(RuntimeError, match="call process_weights_after_loading"):
+        fresh.jacobi_refine_greedy(*step_inputs(head, 2, device), 2)
+    with pytest.raises(ValueError, match="block_size=16"):
+        head.jacobi_refine_greedy(*[t[:, :-1] if t.dim() == 3 else t for t in step_inputs(head, 2, device)], 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+def test_compile_fullgraph_draft_step(device, topc):
+    head = make_head(device, torch.bfloat16, topc=topc)
+    with torch.no_grad():
+        head.jacobi_refine_greedy(*step_inputs(head, 3, device), 1)  # scratch allocated (profiling run)
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        compiled = torch.compile(head.jacobi_refine_greedy, fullgraph=True)
+        for seed in range(2):
+            inputs = step_inputs(head, 3, device, seed=seed)
+            assert torch.equal(compiled(*inputs, 6), head.jacobi_refine_greedy(*inputs, 6))
+    assert sum(torch._dynamo.utils.counters["graph_break"].values()) == 0
+
+
+@needs_cuda
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_cuda_graph_draft_step_replay(topc):
+    """The whole draft step captured once, replayed with new logits, hidden states and anchors."""
+    head = make_head("cuda", torch.bfloat16, topc=topc)
+    static = [t.clone() for t in step_inputs(head, 4, "cuda", seed=0)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        head.jacobi_refine_greedy(*static, 6)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = head.jacobi_refine_greedy(*static, 6)
+    for seed in range(1, 5):
+        fresh = step_inputs(head, 4, "cuda", seed=seed)
+        for s, f in zip(static, fresh):
+            s.copy_(f)
+        graph.replay()
+        expect = head.jacobi_refine_greedy(*fresh, 6)
+        torch.cuda.synchronize()
+        assert torch.equal(out, expect), seed
+
+
+def test_vllm_install_with_stand_in_modules(monkeypatch):
+    """install() puts xpress_ext's kernels and head under a vLLM-like module tree (a stand-in
+    here, vLLM is not installed) and uninstall() restores the originals."""
+    names = ["fakevllm", "fakevllm.spec", "fakevllm.spec.xpress", "fakevllm.spec.xpress.head"]
+    mods = {n: types.ModuleType(n) for n in names}
+    for n in names[:-1]:
+        mods[n].__path__ = []  # packages
+    original_kernels = types.ModuleType("fakevllm.spec.xpress.kernels")
+    mods["fakevllm.spec.xpress"].kernels = original_kernels
+    mods["fakevllm.spec.xpress.head"].XPressRefinerHead = object
+    mods["fakevllm.spec.xpress.head"].HYBRID_KEY_MAP = {}
+    for n, m in mods.items():
+        monkeypatch.setitem(sys.modules, n, m)
+    monkeypatch.setitem(sys.modules, "fakevllm.spec.xpress.kernels", original_kernels)
+
+    handle = vllm_integration.install("fakevllm.spec.xpress.kernels", head_module="fakevllm.spec.xpress.head")
+    assert importlib.import_module("fakevllm.spec.xpress.kernels") is kernels
+    from fakevllm.spec.xpress import kernels as via_parent  # noqa: E402
+
+    assert via_parent is kernels
+    from fakevllm.spec.xpress.head import HYBRID_KEY_MAP, XPressRefinerHead as Head  # noqa: E402
+
+    assert Head is xpress_ext.XPressRefinerHead and HYBRID_KEY_MAP is xpress_ext.HYBRID_KEY_MAP
+    handle.uninstall()
+    assert sys.modules["fakevllm.spec.xpress.kernels"] is original_kernels
+    assert mods["fakevllm.spec.xpress"].kernels is original_kernels
+    assert mods["fakevllm.spec.xpress.head"].XPressRefinerHead is object

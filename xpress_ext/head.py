@@ -1,0 +1,301 @@
+"""XPressRefinerHead (seed 004) running every Jacobi pass on this package's ops.
+
+A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacobi passes:
+
+    latent   xpress_ext.latent_pass            (one launch)
+    readout  bias = lat @ W2                   (cuBLAS; [rows, V], or [rows, C] on top-C)
+    argmax   xpress_ext.add_argmax_to_blk      (one launch; full vocabulary)
+             xpress_ext.topc_argmax_to_blk     (one launch; top-C candidates)
+
+Greedy and causal (slot b sees only tokens < b), so a settled prefix stays settled and
+K >= B-1 passes reach the sequential greedy decode.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import ops
+
+__all__ = ["XPressRefinerHead", "HYBRID_KEY_MAP", "CheckpointError"]
+
+# Published checkpoint keys -> module attributes.  "mix.L" is the raw mixer of training; it is
+# folded into the serving form (L * tril + I) on load.
+HYBRID_KEY_MAP = {
+    "w1.weight": "w1.weight",
+    "down_h.weight": "down_h.weight",
+    "down_g.weight": "down_g.weight",
+    "in_proj.weight": "in_proj.weight",
+    "mix.L": "__raw_mix_L__",
+    "mlp.gate_proj.weight": "mlp_gate.weight",
+    "mlp.up_proj.weight": "mlp_up.weight",
+    "mlp.down_proj.weight": "mlp_down.weight",
+    "w2.weight": "w2.weight",
+}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not match the head: missing, unexpected or misshapen keys."""
+
+
+class XPressRefinerHead(nn.Module):
+    def __init__(
+        self,
+        vocab_size: int,
+        hidden_size: int,
+        block_size: int,
+        rank: int = 256,
+        mlp_hidden: int = 512,
+        max_num_reqs: int = 256,
+        topc: int = 512,
+    ) -> None:
+        super().__init__()
+        if block_size < 2:
+            raise ValueError(f"block_size must be >= 2 (an anchor and a draft slot), got {block_size}")
+        self.vocab_size = int(vocab_size)
+        self.hidden_size = int(hidden_size)
+        self.block_size = int(block_size)
+        self.rank = int(rank)
+        self.mlp_hidden = int(mlp_hidden)
+        self.max_num_reqs = int(max_num_reqs)
+        # Score each pass on the base logits' top-C candidates instead of the whole vocabulary
+        # (0 = exact full-vocabulary scoring).  Under top-C a token outside the candidates can
+        # never be drafted, so the fixed point is no longer the exact sequential decode.
+        self.topc = int(topc)
+        r = self.rank
+        self.w1 = nn.Embedding(vocab_size, r)
+        self.down_h = nn.Linear(hidden_size, r, bias=False)
+        self.down_g = nn.Linear(hidden_size, r, bias=False)
+        self.in_proj = nn.Linear(3 * r, r, bias=False)
+        # Stored folded (L * tril + I): a pass is one mix with no mask and no residual add.
+        self.mix_L = nn.Parameter(torch.eye(block_size).expand(r, -1, -1).contiguous())
+        self.mlp_gate = nn.Linear(r, mlp_hidden, bias=False)
+        self.mlp_up = nn.Linear(r, mlp_hidden, bias=False)
+        self.mlp_down = nn.Linear(mlp_hidden, r, bias=False)
+        self.w2 = nn.Linear(r, vocab_size, bias=False)
+        self._scratch: dict | None = None
+        self._fused_buf: dict | None = None
+        self._mix_L_loaded = False
+
+    # -- buffers ------------------------------------------------------------------------------
+
+    def _scratch_buffers(self, dtype: torch.dtype, device: torch.device) -> dict:
+        """Per-pass buffers of the full-vocabulary path, allocated once at max_num_reqs (on the
+        first call: the dtype and device the head serves on are known only then)."""
+        if self._scratch is None or self._scratch["bias"].dtype != dtype or self._scratch["bias"].device != device:
+            rows = self.max_num_reqs * (self.block_size - 1)
+            self._scratch = {
+                "lat": torch.empty(self.max_num_reqs, self.block_size - 1, self.rank, dtype=dtype, device=device),
+                "bias": torch.empty(rows, self.vocab_size, dtype=dtype, device=device),
+            }
+        return self._scratch
+
+    @torch.no_grad()
+    def process_weights_after_loading(self) -> None:
+        """Transposed, contiguous weight copies the fused ops read directly.  A reload refills
+        them in place, so captured CUDA graphs keep their addresses."""
+        r = self.rank
+        w = self.in_proj.weight.detach()
+        fused = {
+            "whc_t": w[:, : 2 * r].t().contiguous(),
+            "wlat_t": w[:, 2 * r :].t().contiguous(),
+            "mix_kjc": self.mix_L.detach().permute(1, 2, 0).contiguous(),
+            "wg_t": self.mlp_gate.weight.detach().t().contiguous(),
+            "wu_t": self.mlp_up.weight.detach().t().contiguous(),
+            "wd_t": self.mlp_down.weight.detach().t().contiguous(),
+        }
+        # No transposed W2 copy (the seed's "w2_t", 78 MB at V=152k): the readout is an NT GEMM
+        # on w2.weight itself, as fast in cuBLAS and much faster in torch's CPU GEMM.
+        same_layout = self._fused_buf is not None and all(
+            self._fused_buf[k].shape == v.shape and self._fused_buf[k].dtype == v.dtype
+            and self._fused_buf[k].device == v.device for k, v in fused.items()
+        )
+        if same_layout:
+            for key, tensor in fused.items():
+                self._fused_buf[key].copy_(tensor)
+        else:
+            self._fused_buf = fused
+
+    @torch.no_grad()
+    def fold_from_raw_(self, raw_L: torch.Tensor) -> None:
+        """mix_L = raw_L * tril + I: training's raw mixer plus its sublayer residual, x + (L*tril)x,
+        as the one mix the passes apply."""
+        B = self.block_size
+        tril = torch.tril(torch.ones(B, B, dtype=raw_L.dtype, device=raw_L.device))
+        eye = torch.eye(B, dtype=raw_L.dtype, device=raw_L.device)
+        self.mix_L.copy_(raw_L * tril + eye)
+        self._mix_L_loaded = True
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def _expected_shapes(self) -> dict[str, tuple[int, ...]]:
+        shapes = {}
+        for key, attr in HYBRID_KEY_MAP.items():
+            if attr == "__raw_mix_L__":
+                shapes[key] = tuple(self.mix_L.shape)
+            else:
+                shapes[key] = tuple(self.get_parameter(attr).shape)
+        return shapes
+
+    @torch.no_grad()
+    def load_checkpoint(self, path_or_state_dict: str | os.PathLike | Mapping[str, torch.Tensor]) -> None:
+        """Loads the published key layout (HYBRID_KEY_MAP) from a safetensors file, a
+        ``torch.save`` file or a state dict: copies each tensor into its parameter in place
+        (dtype and device of the head), folds the raw mixer, rebuilds the fused buffers.
+        Raises CheckpointError naming the key on a missing key, an unexpected key or a shape
+        that does not match this head; nothing is modified then."""
+        if isinstance(path_or_state_dict, Mapping):
+            state = dict(path_or_state_dict)
+        else:
+            path = os.fspath(path_or_state_dict)
+            if path.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                state = load_file(path)
+            else:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+        expected = self._expected_shapes()
+        missing = [k for k in expected if k not in state]
+        unexpected = [k for k in state if k not in expected]
+        if missing:
+            raise CheckpointError(f"checkpoint is missing key(s) {missing}; expected the keys of HYBRID_KEY_MAP")
+        if unexpected:
+            raise CheckpointError(f"checkpoint has unexpected key(s) {unexpected}; expected the keys of HYBRID_KEY_MAP")
+        for key, shape in expected.items():
+            if tuple(state[key].shape) != shape:
+                raise CheckpointError(
+                    f"checkpoint key {key!r} has shape {tuple(state[key].shape)}, but this head "
+                    f"(vocab_size={self.vocab_size}, hidden_size={self.hidden_size}, block_size="
+                    f"{self.block_size}, rank={self.rank}, mlp_hidden={self.mlp_hidden}) needs {shape}"
+                )
+        for key, attr in HYBRID_KEY_MAP.items():
+            if attr == "__raw_mix_L__":
+                self.fold_from_raw_(state[key].to(self.mix_L.device, self.mix_L.dtype))
+            else:
+                p = self.get_parameter(attr)
+                p.copy_(state[key].to(p.device, p.dtype))
+        self.process_weights_after_loading()
+
+    def published_state_dict(self, raw_mix_L: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """This head's weights under the published keys.  ``raw_mix_L`` is the unfolded mixer to
+        publish (the folded parameter cannot be unfolded exactly: the diagonal was shifted by I)."""
+        out = {}
+        for key, attr in HYBRID_KEY_MAP.items():
+            if attr == "__raw_mix_L__":
+                if raw_mix_L is None:
+                    B = self.block_size
+                    raw_mix_L = (self.mix_L.detach() - torch.eye(B, device=self.mix_L.device, dtype=self.mix_L.dtype))
+                out[key] = raw_mix_L.detach().clone()
+            else:
+                out[key] = self.get_parameter(attr).detach().clone()
+        return out
+
+    # -- the math (eager torch; the fused path below runs the same math on the custom ops) ----
+
+    def hidden_cache(self, h_full: torch.Tensor) -> torch.Tensor:
+        """Pass-invariant half of the latent input, computed once per draft step: [N, B, 2r]."""
+        g = h_full.mean(dim=1, keepdim=True).expand_as(h_full)
+        return torch.cat([self.down_h(h_full), self.down_g(g)], dim=-1)
+
+    def _refine_latent(self, prev_ids: torch.Tensor, hcache: torch.Tensor) -> torch.Tensor:
+        lat = self.w1(prev_ids)
+        x = self.in_proj(torch.cat([hcache, lat], dim=-1))
+        # Per-channel causal mix: slot k sees only j <= k, which makes Jacobi iteration valid.
+        x = torch.bmm(self.mix_L.to(x.dtype), x.permute(2, 1, 0)).permute(2, 1, 0)
+        return x + self.mlp_down(F.silu(self.mlp_gate(x)) * self.mlp_up(x))
+
+    def refine_bias(self, prev_ids: torch.Tensor, hcache: torch.Tensor) -> torch.Tensor:
+        """[N, B, V] refiner logits for the block whose slot b follows prev_ids[:, b]."""
+        return self.w2(self._refine_latent(prev_ids, hcache))
+
+    # -- the fused draft step -----------------------------------------------------------------
+
+    def jacobi_refine_greedy(
+        self,
+        base_logits_full: torch.Tensor,
+        h_full: torch.Tensor,
+        anchor_ids: torch.Tensor,
+        tok_am1_ids: torch.Tensor,
+        num_passes: int,
+    ) -> torch.Tensor:
+        """One draft step: [N, B-1] draft tokens after ``num_passes`` greedy Jacobi passes.
+
+        base_logits_full [N, B, V] (the head's dtype), h_full [N, B, hidden_size], anchor_ids
+        and tok_am1_ids [N] int64 (the verified anchor and the token before it)."""
+        step = self.prepare_step(base_logits_full, h_full, anchor_ids, tok_am1_ids)
+        for _ in range(num_passes):
+            self.jacobi_pass(step)
+        return step["blk"][:, 1:]
+
+    def prepare_step(
+        self,
+        base_logits_full: torch.Tensor,
+        h_full: torch.Tensor,
+        anchor_ids: torch.Tensor,
+        tok_am1_ids: torch.Tensor,
+    ) -> dict:
+        """The pass-invariant part of a draft step: the block buffer (anchor + starting argmax),
+        the projected hidden cache and, on the top-C path, the candidates, their base logits and
+        their W2 rows.  ``jacobi_pass`` then refines ``step["blk"]`` in place."""
+        N, B, V = base_logits_full.shape
+        if B != self.block_size or V != self.vocab_size:
+            raise ValueError(
+                f"base_logits_full has shape {tuple(base_logits_full.shape)}; this head expects "
+                f"[N, block_size={self.block_size}, vocab_size={self.vocab_size}]"
+            )
+        if N > self.max_num_reqs:
+            raise ValueError(
+                f"{N} requests exceeds the max_num_reqs={self.max_num_reqs} the scratch buffers were sized for"
+            )
+        buf = self._fused_buf
+        if buf is None:
+            raise RuntimeError(
+                "the fused buffers are built from the loaded weights; call "
+                "process_weights_after_loading() (or load_checkpoint()) first"
+            )
+        r = self.rank
+        rows = N * (B - 1)
+        slots = base_logits_full[:, 1:, :]  # read in place: [N, B-1, V] view
+        hcache = self.hidden_cache(h_full)
+        xh = torch.mm(hcache.reshape(N * B, -1), buf["whc_t"]).view(N, B, r)
+        blk = torch.empty(N, B, dtype=torch.long, device=base_logits_full.device)
+        blk[:, 0] = anchor_ids
+        blk[:, 1:] = slots.argmax(dim=-1)
+        step = dict(blk=blk, tok_am1=tok_am1_ids, xh=xh, slots=slots, N=N, rows=rows)
+        if self.topc:
+            # Candidates and their base logits once per step; each pass then reads [rows, C, r]
+            # of W2 instead of all of it.  Only indexed, never traversed in rank order, so the
+            # order inside a row does not matter.
+            c = min(self.topc, V)
+            base_c, cand = torch.topk(slots.reshape(rows, V), c, dim=-1, sorted=False)
+            step.update(
+                base_c=base_c.view(N, B - 1, c),
+                cand=cand.view(N, B - 1, c),
+                w2c=self.w2.weight[cand],  # [rows, C, r]
+                lat=torch.empty(N, B - 1, r, dtype=xh.dtype, device=xh.device),
+            )
+        else:
+            sc = self._scratch_buffers(xh.dtype, xh.device)
+            step.update(lat=sc["lat"][:N], bias=sc["bias"][:rows])
+        return step
+
+    def jacobi_pass(self, step: dict) -> None:
+        """One greedy Jacobi pass on the custom ops: latent, readout GEMM, fused argmax into
+        step["blk"] (three launches, the [rows, V] sum never materialised)."""
+        buf = self._fused_buf
+        N, rows, r = step["N"], step["rows"], self.rank
+        blk, lat = step["blk"], step["lat"]
+        ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
+                        buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"])
+        if "cand" in step:
+            c = step["cand"].shape[-1]
+            bias_c = torch.bmm(step["w2c"], lat.view(rows, r, 1)).view(N, -1, c)
+            ops.topc_argmax_to_blk(step["base_c"], bias_c, step["cand"], blk)
+        else:
+            torch.mm(lat.view(rows, r), self.w2.weight.t(), out=step["bias"])
+            ops.add_argmax_to_blk(step["slots"], step["bias"], blk)
