@@ -1,17 +1,24 @@
-"""Benchmarks of every op at TARGETS.md's canonical shapes on a GPU.
+"""Benchmark suite: every op and whole draft steps at TARGETS.md's canonical shapes, on a GPU.
 
-    python benchmarks/bench.py [--ops latent,add_argmax,topc] [--n 1,4,16,32,64,128,256] [--out DIR]
+    python benchmarks/bench.py --out DIR                      # run, write DIR/bench.{json,md,png}
+    python benchmarks/bench.py --out DIR --write-results D    # ... and RESULTS.md, results.json, bench.png in D
+                                                              #     (benchmarks/ is where they are kept)
+    python benchmarks/bench.py --check                        # fail if a ratio fell > 15 % below RESULTS
+    python benchmarks/bench.py --profile DIR                  # torch.profiler trace of a draft step
 
-Per row: this package's op as a CUDA-graph replay (median µs per call) and as eager launches,
-eager torch doing the same math (graph replay), the bytes the op must move and the % of the
-read-bandwidth limit measured in the same process (a streaming read over 2 GiB).  Inputs that
-the op streams are rotated over enough copies that replays do not hit in L2; the latent pass's
-weights are shared by all calls, as they are across the passes of a draft step.
+Per row, all measured in this one process: this package's op as a CUDA-graph replay (median µs
+per call) and as eager launches, eager torch doing the same math and the Triton baseline written
+from the seeds (`benchmarks/baselines`, skipped without Triton; each baseline is checked against
+the reference first), both as graph replays; the speed-up over each; the bytes the op must move
+and the % of the read-bandwidth limit (a streaming read over 2 GiB, measured here).  Inputs that
+an op streams are rotated over copies so replays do not hit in L2; weights are shared by all
+calls, as they are across the passes of a draft step.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import os
@@ -19,13 +26,21 @@ import sys
 
 import torch
 
-import xpress_ext
-from xpress_ext import reference as ref
-from xpress_ext import selfcheck, timing
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
-B, R, H, V, C = 16, 256, 512, 151_936, 512
+import baselines as tb  # noqa: E402
+
+import xpress_ext  # noqa: E402
+from xpress_ext import draft, selfcheck, timing  # noqa: E402
+from xpress_ext import reference as ref  # noqa: E402
+
+B, R, H, V, C, K = 16, 256, 512, 151_936, 512, 6
 DTYPE = torch.bfloat16
 L2_DEFEAT_BYTES = 160 << 20
+NS = [1, 4, 16, 32, 64, 128, 256]
+RESULTS_JSON = os.path.join(HERE, "results.json")
+CHECK_TOLERANCE = 0.15
 
 
 def nsets_for(nbytes: int) -> int:
@@ -41,135 +56,311 @@ def read_bandwidth_gbs() -> float:
     return (2 << 30) / (us * 1e-6) / 1e9
 
 
-def latent_case(N, gen, do_mlp=True):
+class Case:
+    """One benchmark row: callables taking an input-set index, bytes moved, a baseline check."""
+
+    def __init__(self, ours, eager, triton=None, nsets=1, nbytes=0, info=None, baseline_ok=None):
+        self.ours, self.eager, self.triton = ours, eager, triton
+        self.nsets, self.nbytes, self.info, self.baseline_ok = nsets, nbytes, info or {}, baseline_ok
+
+
+def latent_case(N, gen):
     inp = selfcheck._latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
     args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
     lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
-
-    def ours(i):
-        xpress_ext.latent_pass(*args[:3], lat, *args[3:], do_mlp)
-
-    def eager_torch(i):
-        lat.copy_(ref.latent_pass_lowp(*args, do_mlp))
-
-    weight_bytes = 2 * (R * R + B * B * R + (3 * R * H if do_mlp else 0))
-    act_bytes = 2 * (N * B * R * 2 + N * (B - 1) * R)  # xh + gathered embeddings + lat_out
+    lat_tr = torch.empty_like(lat)
+    scratch = torch.empty(N, 16, R, dtype=torch.float32, device="cuda")
+    triton_fn = None
+    ok = None
+    if tb.HAVE_TRITON:
+        def triton_fn(i):
+            tb.xpress_latent_pass(*args[:3], lat_tr, *args[3:], scratch=scratch)
+        triton_fn(0)
+        exact = ref.latent_pass(*args, compute_dtype=torch.float64, round_intermediates=False)
+        ok = ref.relative_error(lat_tr, exact) <= 2 * ref.relative_error(ref.latent_pass_lowp(*args), exact)
     plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, DTYPE, 0)
-    info = dict(cluster=plan[0], rows_per_group=plan[2], smem=plan[3], max_clusters=plan[4],
-                grid_clusters=plan[5], groups=plan[6])
-    return ours, eager_torch, 1, weight_bytes + act_bytes, info
+    return Case(
+        ours=lambda i: xpress_ext.latent_pass(*args[:3], lat, *args[3:]),
+        eager=lambda i: lat.copy_(ref.latent_pass_lowp(*args)),
+        triton=triton_fn,
+        nbytes=2 * (R * R + B * B * R + 3 * R * H) + 2 * (N * B * R * 2 + N * (B - 1) * R),
+        info=dict(cluster=plan[0], rows_per_group=plan[2], grid_clusters=plan[5], groups=plan[6]),
+        baseline_ok=ok,
+    )
 
 
 def add_argmax_case(N, gen):
     rows = N * (B - 1)
     nbytes = 2 * rows * V * 2
     nsets = nsets_for(nbytes)
-    bases = [(torch.randn(N, B, V, generator=gen) * 3).to(DTYPE).cuda() for _ in range(nsets)]
-    biases = [torch.randn(rows, V, generator=gen).to(DTYPE).cuda() for _ in range(nsets)]
-    blk = torch.zeros(N, B, dtype=torch.long, device="cuda")
+    bases = [(torch.randn(N, B, V, device="cuda") * 3).to(DTYPE) for _ in range(nsets)]
+    biases = [torch.randn(rows, V, device="cuda").to(DTYPE) for _ in range(nsets)]
+    blk, blk_tr, blk_t = (torch.zeros(N, B, dtype=torch.long, device="cuda") for _ in range(3))
+    triton_fn, ok = None, None
+    if tb.HAVE_TRITON:  # its native operand: a dense [rows, V] base (the seed copies into one)
+        dense = [b[:, 1:, :].reshape(rows, V).contiguous() for b in bases]
+        chunks = math.ceil(V / 4096)
+        ov = torch.empty(rows, chunks, dtype=torch.float32, device="cuda")
+        oi = torch.empty(rows, chunks, dtype=torch.int64, device="cuda")
 
-    def ours(i):
-        xpress_ext.add_argmax_to_blk(bases[i][:, 1:, :], biases[i], blk)
+        def triton_fn(i):
+            tb.fused_add_argmax_to_blk(dense[i], biases[i], ov, oi, blk_tr)
+        triton_fn(0)
+        ok = torch.equal(blk_tr, ref.add_argmax_to_blk(bases[0][:, 1:, :], biases[0], torch.zeros_like(blk)))
 
-    def eager_torch(i):
-        blk[:, 1:] = (bases[i][:, 1:, :].reshape(rows, V) + biases[i]).argmax(-1).view(N, B - 1)
+    def eager(i):
+        blk_t[:, 1:] = (bases[i][:, 1:, :].reshape(rows, V) + biases[i]).argmax(-1).view(N, B - 1)
 
-    return ours, eager_torch, nsets, nbytes, {}
+    return Case(lambda i: xpress_ext.add_argmax_to_blk(bases[i][:, 1:, :], biases[i], blk), eager, triton_fn,
+                nsets, nbytes, baseline_ok=ok)
 
 
-def topc_case(N, gen):
+def topc_argmax_case(N, gen):
     rows = N * (B - 1)
     base_c = torch.randn(N, B - 1, C, generator=gen).to(DTYPE).cuda()
     bias_c = torch.randn(N, B - 1, C, generator=gen).to(DTYPE).cuda()
     cand = torch.randint(0, V, (N, B - 1, C), generator=gen).cuda()
-    blk = torch.zeros(N, B, dtype=torch.long, device="cuda")
+    blk, blk_tr, blk_t = (torch.zeros(N, B, dtype=torch.long, device="cuda") for _ in range(3))
+    triton_fn, ok = None, None
+    if tb.HAVE_TRITON:
+        def triton_fn(i):
+            tb.fused_topc_argmax_to_blk(base_c, bias_c, cand, blk_tr)
+        triton_fn(0)
+        ok = torch.equal(blk_tr, ref.topc_argmax_to_blk(base_c, bias_c, cand, torch.zeros_like(blk)))
 
-    def ours(i):
-        xpress_ext.topc_argmax_to_blk(base_c, bias_c, cand, blk)
+    def eager(i):
+        blk_t[:, 1:] = cand.gather(-1, (base_c + bias_c).argmax(-1, keepdim=True)).squeeze(-1)
 
-    def eager_torch(i):
-        blk[:, 1:] = cand.gather(-1, (base_c + bias_c).argmax(-1, keepdim=True)).squeeze(-1)
-
-    return ours, eager_torch, 1, rows * C * 4 + rows * 8, {}
+    return Case(lambda i: xpress_ext.topc_argmax_to_blk(base_c, bias_c, cand, blk), eager, triton_fn,
+                1, rows * C * 4 + rows * 8, baseline_ok=ok)
 
 
 def sconv_case(kind, gen):
     b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
     args = [b[k] for k in selfcheck.SCONV_ARGS]
-    torch_cache = b["cache"].clone()
-
-    def ours(i):
-        xpress_ext.ops.sconv(*args, "silu", True)
-
-    def eager_torch(i):
-        ref.sconv_into(*args[:2], torch_cache, *args[3:], "silu", True, no_padding=True)
-
-    return ours, eager_torch, 1, selfcheck.sconv_bytes(b), dict(T=b["x"].shape[0])
+    cache0 = b["cache"].clone()
+    eager_cache, triton_cache = cache0.clone(), cache0.clone()
+    triton_fn, ok = None, None
+    if tb.HAVE_TRITON:
+        def triton_fn(i):
+            return tb.fused_sconv(args[0], args[1], triton_cache, *args[3:], "silu", True)
+        out = triton_fn(0)
+        ref_out, ref_cache = ref.sconv(args[0], args[1], cache0, *args[3:], "silu", True)
+        exact = ref.sconv(args[0], args[1], cache0, *args[3:], "silu", True, compute_dtype=torch.float64)[0]
+        lowp = ref.sconv_lowp(args[0], args[1], cache0, *args[3:], "silu", True)
+        ok = torch.equal(triton_cache, ref_cache) and ref.relative_error(out, exact) <= 2 * ref.relative_error(lowp, exact)
+    return Case(lambda i: xpress_ext.ops.sconv(*args, "silu", True),
+                lambda i: ref.sconv_into(args[0], args[1], eager_cache, *args[3:], "silu", True, no_padding=True),
+                triton_fn, 1, selfcheck.sconv_bytes(b), dict(T=b["x"].shape[0]), ok)
 
 
 def seq_metadata_case(kind, gen):
     b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
-    T = b["x"].shape[0]
-    seq = torch.empty(T, dtype=torch.int32, device="cuda")
-    first = torch.empty_like(seq)
+    T, reqs = b["x"].shape[0], b["num_reqs"]
+    seq, first, seq_tr, first_tr = (torch.empty(T, dtype=torch.int32, device="cuda") for _ in range(4))
+    triton_fn, ok = None, None
+    if tb.HAVE_TRITON:
+        def triton_fn(i):
+            tb.sconv_seq_metadata(b["qsl"], reqs, T, seq_tr, first_tr)
+        triton_fn(0)
+        es, ef = ref.sconv_seq_metadata(b["qsl"], reqs, T)
+        ok = torch.equal(seq_tr, es) and torch.equal(first_tr, ef)
 
-    def ours(i):
-        xpress_ext.ops.sconv_seq_metadata(b["qsl"], b["num_reqs"], T, seq, first)
-
-    def eager_torch(i):
-        s, f = ref.sconv_seq_metadata(b["qsl"], b["num_reqs"], T)
+    def eager(i):
+        s, f = ref.sconv_seq_metadata(b["qsl"], reqs, T)
         seq.copy_(s)
         first.copy_(f)
 
-    return ours, eager_torch, 1, 8 * T, dict(T=T)
+    return Case(lambda i: xpress_ext.ops.sconv_seq_metadata(b["qsl"], reqs, T, seq, first), eager, triton_fn,
+                1, 8 * T, dict(T=T), ok)
+
+
+_HEADS: dict = {}
+
+
+def draft_case(path, N, gen):
+    """A whole draft step (K passes) with a synthetic head, both paths."""
+    if "head" not in _HEADS:
+        _HEADS["head"] = draft.make_synthetic_head(V, B, R, H, dtype=DTYPE, device="cuda", max_num_reqs=max(NS))
+    head = _HEADS["head"]
+    head.topc = 0 if path == "full" else C
+    inputs = draft.make_step_inputs(head, N, DTYPE, "cuda", seed=N)
+    twin = tb.make_triton_head(head) if tb.HAVE_TRITON else None
+    ok = None
+    with torch.no_grad():
+        drafts = head.jacobi_refine_greedy(*inputs, K).clone()
+        if twin is not None:
+            ok = bool((twin.jacobi_refine_greedy(*inputs, K) == drafts).float().mean() > 0.95)
+    # Bytes a step cannot avoid: the base logits read once, and on the full path per pass W2 read
+    # once plus the [rows, V] bias written and read back (the seed design's readout GEMM).
+    rows = N * (B - 1)
+    nbytes = rows * V * 2 + (K * (R * V * 2 + 2 * rows * V * 2) if path == "full" else 0)
+    return Case(lambda i: head.jacobi_refine_greedy(*inputs, K),
+                lambda i: ref.jacobi_refine_greedy(head, *inputs, K),
+                (lambda i: twin.jacobi_refine_greedy(*inputs, K)) if twin is not None else None,
+                1, nbytes, dict(passes=K), ok)
 
 
 CASES = {
-    "latent": lambda N, g: latent_case(N, g, True),
-    "latent_nomlp": lambda N, g: latent_case(N, g, False),
-    "add_argmax": add_argmax_case,
-    "topc": topc_case,
-    "sconv": sconv_case,
-    "seq_metadata": seq_metadata_case,
+    "latent_pass": (latent_case, NS),
+    "add_argmax": (add_argmax_case, NS),
+    "topc_argmax": (topc_argmax_case, NS),
+    "sconv": (sconv_case, selfcheck.SCONV_KINDS),
+    "seq_metadata": (seq_metadata_case, selfcheck.SCONV_KINDS),
+    "draft_full": (lambda N, g: draft_case("full", N, g), NS),
+    "draft_topc": (lambda N, g: draft_case("topc", N, g), NS),
 }
-# ops whose sweep runs over TARGETS.md's sconv shapes instead of N
-SCONV_OPS = {"sconv", "seq_metadata"}
+
+
+def run(ops, gbs) -> list[dict]:
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    rows = []
+    for op in ops:
+        build, sweep = CASES[op]
+        for size in sweep:
+            case = build(size, gen)
+            is_step = op.startswith("draft")
+            calls = 3 if is_step else 20
+            r = dict(op=op, size=size, bytes=case.nbytes, baseline_ok=case.baseline_ok, **case.info)
+            with torch.no_grad():
+                r["ours_us"] = timing.cuda_graph_us(case.ours, case.nsets, calls=calls)
+                r["ours_eager_us"] = timing.cuda_eager_us(case.ours, case.nsets, calls=calls)
+                r["torch_us"] = timing.cuda_graph_us(case.eager, case.nsets, calls=calls)
+                r["triton_us"] = timing.cuda_graph_us(case.triton, case.nsets, calls=calls) if case.triton else None
+            r["limit_us"] = case.nbytes / (gbs * 1e9) * 1e6
+            r["pct_limit"] = 100 * r["limit_us"] / r["ours_us"]
+            r["vs_torch"] = r["torch_us"] / r["ours_us"]
+            r["vs_triton"] = r["triton_us"] / r["ours_us"] if r["triton_us"] else None
+            rows.append(r)
+            print(format_row(r), flush=True)
+            del case
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _f(v, fmt="{:.1f}"):
+    return "—" if v is None else fmt.format(v)
+
+
+def format_row(r) -> str:
+    return (f"{r['op']:13s} {r['size']!s:>7}  ours {r['ours_us']:8.1f} µs (eager {r['ours_eager_us']:7.1f})  "
+            f"torch {r['torch_us']:8.1f}  triton {_f(r['triton_us']):>7}  x{_f(r['vs_triton'], '{:.2f}'):>5} vs triton  "
+            f"limit {r['limit_us']:7.1f} µs ({r['pct_limit']:5.1f}%)")
+
+
+def markdown(rows) -> str:
+    lines = ["| op | N / shape | xpress_ext µs | eager µs (ours) | torch µs | Triton µs | × torch | × Triton | limit µs | % of limit |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        tri = _f(r["triton_us"]) + ("" if r["baseline_ok"] in (None, True) else " (baseline wrong)")
+        lines.append(f"| {r['op']} | {r['size']} | {r['ours_us']:.1f} | {r['ours_eager_us']:.1f} | {r['torch_us']:.1f} | "
+                     f"{tri} | {r['vs_torch']:.2f} | {_f(r['vs_triton'], '{:.2f}')} | {r['limit_us']:.1f} | {r['pct_limit']:.0f}% |")
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = [op for op in dict.fromkeys(r["op"] for r in rows)]
+    fig, axes = plt.subplots(1, len(ops), figsize=(3.2 * len(ops), 3.4), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        rs = [r for r in rows if r["op"] == op]
+        xs = [str(r["size"]) for r in rs]
+        ax.plot(xs, [r["vs_triton"] or float("nan") for r in rs], "o-", label="× Triton baseline")
+        ax.plot(xs, [r["vs_torch"] for r in rs], "s--", label="× eager torch")
+        limit = [(r["triton_us"] or r["torch_us"]) / r["limit_us"] if r["limit_us"] > 0.5 else float("nan") for r in rs]
+        ax.plot(xs, limit, ":", color="gray", label="bandwidth limit")
+        ax.axhline(1.0, color="black", lw=0.5)
+        ax.set_yscale("log")
+        ax.set_title(op, fontsize=9)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel("speed-up of xpress_ext")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def record(rows, gbs, command, out_dir):
+    env = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+               cuda=torch.version.cuda, read_gbs=round(gbs), command=command)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(dict(env=env, rows=rows), f, indent=1)
+    with open(os.path.join(out_dir, "RESULTS.md"), "w") as f:
+        f.write(f"# Benchmark results\n\n{env['date']}, {env['gpu']}, torch {env['torch']}, CUDA {env['cuda']}, "
+                f"read bandwidth measured {env['read_gbs']} GB/s.\n\nCommand: `{command}`\n\n")
+        f.write("CUDA-graph replays, median µs per call (draft steps: per step of K=6 passes); Triton = the\n"
+                "baselines written from the seeds, measured in the same run.\n\n")
+        f.write(markdown(rows) + "\n\n![speed-up](bench.png)\n")
+
+
+def check(rows) -> int:
+    """Fails when an op's ratio to its baseline fell more than 15 % below the recorded one."""
+    with open(RESULTS_JSON) as f:
+        recorded = {(r["op"], str(r["size"])): r for r in json.load(f)["rows"]}
+    bad = []
+    for r in rows:
+        old = recorded.get((r["op"], str(r["size"])))
+        key = "vs_triton" if r.get("vs_triton") and old and old.get("vs_triton") else "vs_torch"
+        if old and r[key] < (1 - CHECK_TOLERANCE) * old[key]:
+            bad.append(f"{r['op']} {r['size']}: {key} {r[key]:.2f} < 0.85 x recorded {old[key]:.2f}")
+    print("\n".join(bad) if bad else "check: every ratio within 15 % of RESULTS")
+    return 1 if bad else 0
+
+
+def profile(out_dir):
+    """A draft step (top-C and full) under torch.profiler: every op under its own name."""
+    head = draft.make_synthetic_head(V, B, R, H, dtype=DTYPE, device="cuda", max_num_reqs=32)
+    inputs = draft.make_step_inputs(head, 32, DTYPE, "cuda")
+    os.makedirs(out_dir, exist_ok=True)
+    with torch.no_grad():
+        for topc in (0, C):
+            head.topc = topc
+            head.jacobi_refine_greedy(*inputs, K)
+            torch.cuda.synchronize()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                    torch.profiler.ProfilerActivity.CUDA]) as prof:
+                head.jacobi_refine_greedy(*inputs, K)
+                torch.cuda.synchronize()
+            name = os.path.join(out_dir, f"draft_step_{'topc' if topc else 'full'}.json")
+            prof.export_chrome_trace(name)
+            print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ops", default=",".join(CASES))
-    p.add_argument("--n", default="1,4,16,32,64,128,256")
-    p.add_argument("--out", default=None, help="directory for bench.json and bench.md")
+    p.add_argument("--out", default=None, help="directory for bench.json, bench.md and bench.png")
+    p.add_argument("--write-results", default=None, metavar="DIR",
+                   help="also write RESULTS.md, results.json and bench.png to DIR (kept in benchmarks/)")
+    p.add_argument("--check", action="store_true", help="compare the ratios with benchmarks/results.json")
+    p.add_argument("--profile", default=None, help="write torch.profiler traces of a draft step here")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device")
         return 2
+    if a.profile:
+        profile(a.profile)
+        return 0
     gbs = read_bandwidth_gbs()
-    gen = torch.Generator().manual_seed(0)
-    rows = []
-    for op in a.ops.split(","):
-        sweep = selfcheck.SCONV_KINDS if op in SCONV_OPS else [int(x) for x in a.n.split(",")]
-        for N in sweep:
-            ours, eager_torch, nsets, nbytes, info = CASES[op](N, gen)
-            r = dict(op=op, N=N, bytes=nbytes, **info)
-            r["ours_us"] = timing.cuda_graph_us(ours, nsets)
-            r["ours_eager_us"] = timing.cuda_eager_us(ours, nsets)
-            r["torch_us"] = timing.cuda_graph_us(eager_torch, nsets)
-            r["limit_us"] = nbytes / (gbs * 1e9) * 1e6
-            r["pct_limit"] = 100 * r["limit_us"] / r["ours_us"]
-            rows.append(r)
-            extra = " ".join(f"{k}={v}" for k, v in info.items())
-            print(f"{op:13s} N={N!s:>7} ours {r['ours_us']:8.1f} µs (eager {r['ours_eager_us']:7.1f})  "
-                  f"torch {r['torch_us']:8.1f} µs  x{r['torch_us'] / r['ours_us']:5.1f}  "
-                  f"limit {r['limit_us']:7.1f} µs ({r['pct_limit']:5.1f}%)  {extra}", flush=True)
-    result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, read_gbs=gbs, rows=rows)
-    print(f"read bandwidth {gbs:.0f} GB/s")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, read bandwidth {gbs:.0f} GB/s, "
+          f"Triton baselines: {'yes' if tb.HAVE_TRITON else 'no (not installed)'}")
+    rows = run(a.ops.split(","), gbs)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "bench.json"), "w") as f:
-            json.dump(result, f, indent=1)
-    return 0
+            json.dump(dict(read_gbs=gbs, rows=rows), f, indent=1)
+        with open(os.path.join(a.out, "bench.md"), "w") as f:
+            f.write(markdown(rows) + "\n")
+        plot(rows, os.path.join(a.out, "bench.png"))
+    if a.write_results:
+        record(rows, gbs, "python benchmarks/bench.py --write-results benchmarks", a.write_results)
+        plot(rows, os.path.join(a.write_results, "bench.png"))
+    return check(rows) if a.check else 0
 
 
 if __name__ == "__main__":

@@ -49,13 +49,13 @@ def make_synthetic_head(vocab_size, block_size=16, rank=256, mlp_hidden=512, hid
 
 def make_step_inputs(head, N, dtype, device, seed=1, base_scale=2.0):
     """(base_logits_full, h_full, anchor_ids, tok_am1_ids) of one draft step."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed)  # on the device: logits can be GBs
     V, B = head.vocab_size, head.block_size
     return (
-        (torch.randn(N, B, V, generator=g) * base_scale).to(dtype).to(device),
-        torch.randn(N, B, head.hidden_size, generator=g).to(dtype).to(device),
-        torch.randint(0, V, (N,), generator=g).to(device),
-        torch.randint(0, V, (N,), generator=g).to(device),
+        (torch.randn(N, B, V, generator=g, device=device) * base_scale).to(dtype),
+        torch.randn(N, B, head.hidden_size, generator=g, device=device).to(dtype),
+        torch.randint(0, V, (N,), generator=g, device=device),
+        torch.randint(0, V, (N,), generator=g, device=device),
     )
 
 

@@ -18,11 +18,11 @@ namespace k = ::xpress::kernels;
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <typename T, int E, bool kCachedW>
+template <typename T, int E>
 void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((a.tokens + k::kSconvTokens - 1) / k::kSconvTokens),
+  const dim3 grid(static_cast<unsigned>(a.tokens),
                   static_cast<unsigned>((a.C + k::kSconvThreads * E - 1) / (k::kSconvThreads * E)));
-  k::sconv_kernel<T, E, kCachedW><<<grid, k::kSconvThreads, 0, stream>>>(a);
+  k::sconv_kernel<T, E><<<grid, k::kSconvThreads, 0, stream>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -66,12 +66,11 @@ void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& wei
   const bool vec = d.C % E == 0 && ws % E == 0 && off_s % E == 0 && a.x_st % E == 0 &&
                    a.c_sb % E == 0 && a.c_sh % E == 0 && a.c_sn % E == 0 && aligned16(a.x) &&
                    aligned16(a.cache) && aligned16(a.out);
-  const bool cached_w = d.W <= k::kSconvMaxCachedW;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
   if (vec) {
-    cached_w ? launch_sconv_variant<T, E, true>(a, stream) : launch_sconv_variant<T, E, false>(a, stream);
+    launch_sconv_variant<T, E>(a, stream);
   } else {
-    cached_w ? launch_sconv_variant<T, 1, true>(a, stream) : launch_sconv_variant<T, 1, false>(a, stream);
+    launch_sconv_variant<T, 1>(a, stream);
   }
 }
 

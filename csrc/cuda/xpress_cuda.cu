@@ -218,19 +218,6 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
 // ---------------------------------------------------------------------------------------------
 // add_argmax_to_blk
 
-// Clusters of more than 8 CTAs are non-portable: each kernel opts in once per device.
-template <typename Kernel>
-void allow_cluster_16(Kernel kernel, int device) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, bool> done;
-  std::lock_guard<std::mutex> lock(mu);
-  bool& flag = done[{reinterpret_cast<const void*>(kernel), device}];
-  if (!flag) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    flag = true;
-  }
-}
-
 template <typename T>
 void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at::Tensor& bias,
                        at::Tensor& blk) {
@@ -268,7 +255,6 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
                    rows_vectorizable(bias, {d.bias.sn, d.bias.sb});
 
   auto kernel = vec ? k::add_argmax_kernel<T, true> : k::add_argmax_kernel<T, false>;
-  if (splits > 8) allow_cluster_16(kernel, device);
   const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
                         dim3(k::kArgmaxThreads), 0,
                         at::cuda::getCurrentCUDAStream(device).stream(), splits);

@@ -1,14 +1,16 @@
 // Paged short convolution (SPEC.md "sconv") and its per-token metadata.
 //
-// sconv grid: (ceil(T / kSconvTokens), ceil(C / (128 * E))); 128 threads, each owning E
-// consecutive channels of one head (E = one 16-byte vector, or 1 on the scalar path) for
-// kSconvTokens consecutive tokens, so its W weights per channel are loaded once into registers.
-// Per token: the W taps ending at the token's position are read -- from x when the tap's
-// x-row is inside this forward, else from the paged cache through the block table -- the
-// token's input is written to its slot, and conv (+SiLU) (+residual) goes to out.  Taps inside
-// the forward never read the cache, so the slot writes of this launch are never read back by
-// it: no ordering between CTAs is needed.  The grid depends only on T and C.  What bounds it:
-// HBM bandwidth (x read, out and cache written, W-1 cached taps per request start).
+// sconv grid: (T, ceil(C / (128 * E))); 128 threads, each owning E consecutive channels of one
+// head (E = one 16-byte vector, or 1 on the scalar path) of one token.  Per token: the W taps
+// ending at the token's position are read -- from x when the tap's x-row is inside this
+// forward, else from the paged cache through the block table -- the token's input is written to
+// its slot, and conv (+SiLU) (+residual) goes to out.  All W tap addresses are formed first and
+// the W loads issued together, so a token costs three dependent memory latencies (metadata,
+// block table, taps) whatever W is; one token per thread keeps enough of them in flight to
+// stream at HBM bandwidth.  Taps inside the forward never read the cache, so the slot writes of
+// this launch are never read back by it: no ordering between CTAs is needed.  The grid depends
+// only on T and C.  What bounds it: HBM bandwidth (x read, out and cache written, W-1 cached
+// taps at each request's start).
 //
 // Ids are data: seq_idx, the logical block, the physical block and the slot are clamped into
 // their tensors for addressing, so no value they hold makes an access leave the tensors.
@@ -22,8 +24,7 @@ namespace xpress {
 namespace kernels {
 
 constexpr int kSconvThreads = 128;
-constexpr int kSconvTokens = 4;
-constexpr int kSconvMaxCachedW = 8;  // taps held in registers; wider filters re-read weights
+constexpr int kSconvMaxW = 8;  // taps formed in registers; wider filters loop in chunks of 8
 
 template <typename T>
 struct SconvArgs {
@@ -40,7 +41,7 @@ struct SconvArgs {
   const int32_t* seq_idx;
   const int64_t* slot_mapping;
   const int32_t* query_start;
-  int64_t tokens;
+  int64_t tokens;  // T
   int C, ws, off_s, W;
   int64_t block_size, num_blocks;
   int num_reqs, max_blocks;
@@ -69,75 +70,71 @@ struct Lanes {
   }
 };
 
-template <typename T, int E, bool kCachedW>
+template <typename T, int E>
 __global__ void __launch_bounds__(kSconvThreads)
     sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
   const int c0 = (blockIdx.y * kSconvThreads + threadIdx.x) * E;
   if (c0 >= p.C) return;
+  const int64_t t = blockIdx.x;
   const int head = c0 / p.ws;
-  const int d0 = p.off_s + c0 % p.ws;  // E channels never straddle a head (ws % E == 0)
-  const int64_t head_off = head * p.c_sh + d0;
+  const int64_t head_off = head * p.c_sh + p.off_s + c0 % p.ws;  // E channels never straddle a head
 
-  constexpr int kWR = kCachedW ? kSconvMaxCachedW : 1;
-  float w[E][kWR];
-  if constexpr (kCachedW) {
-#pragma unroll
-    for (int i = 0; i < E; ++i) {
-#pragma unroll
-      for (int iw = 0; iw < kWR; ++iw) {
-        w[i][iw] = iw < p.W ? to_float(p.weight[(c0 + i) * p.w_sc + iw * p.w_sw]) : 0.f;
-      }
-    }
-  }
+  const int64_t slot = p.slot_mapping[t];
+  const int64_t pos = p.positions[t];
+  const int64_t qstart = p.query_start[t];
+  const int64_t req = clamp_index(p.seq_idx[t], p.num_reqs);
+  const int32_t* table = p.block_table + req * p.bt_sr;
+  Lanes<T, E> xt;
+  xt.load(p.x + t * p.x_st + c0);
 
-  const int64_t t_begin = static_cast<int64_t>(blockIdx.x) * kSconvTokens;
-  const int64_t t_end = t_begin + kSconvTokens < p.tokens ? t_begin + kSconvTokens : p.tokens;
-  for (int64_t t = t_begin; t < t_end; ++t) {
-    const int64_t slot = p.slot_mapping[t];
-    Lanes<T, E> xt;
-    xt.load(p.x + t * p.x_st + c0);
-    float acc[E];
+  float acc[E];
 #pragma unroll
-    for (int i = 0; i < E; ++i) acc[i] = 0.f;
-    if (slot >= 0) {  // padding rows: no taps, no write
-      const int64_t pos = p.positions[t];
-      const int64_t qstart = p.query_start[t];
-      const int64_t req = clamp_index(p.seq_idx[t], p.num_reqs);
-      const int32_t* table = p.block_table + req * p.bt_sr;
-      const int taps = kCachedW ? kWR : p.W;
+  for (int i = 0; i < E; ++i) acc[i] = 0.f;
+  if (slot >= 0) {  // padding rows: no taps, no write
+    for (int w0 = 0; w0 < p.W; w0 += kSconvMaxW) {
+      // addresses first (nullptr: a zero tap before the sequence start) ...
+      const T* src[kSconvMaxW];
 #pragma unroll
-      for (int iw = 0; iw < taps; ++iw) {
-        if (kCachedW && iw >= p.W) break;
-        const int64_t src = pos - (p.W - 1) + iw;  // absolute window position
-        if (src < 0) continue;                      // before the sequence: a zero tap
-        const int64_t row = t - (p.W - 1) + iw;     // x-row of that position
-        Lanes<T, E> tap;
-        if (row >= qstart && row >= 0) {
-          tap.load(p.x + row * p.x_st + c0);  // inside this forward: the immutable input
-        } else {
-          const int64_t lblk = clamp_index(src / p.block_size, p.max_blocks);
-          const int64_t pblk = clamp_index(table[lblk], p.num_blocks);
-          tap.load(p.cache + pblk * p.c_sb + (src % p.block_size) * p.c_sn + head_off);
-        }
-#pragma unroll
-        for (int i = 0; i < E; ++i) {
-          const float wi = kCachedW ? w[i][iw] : to_float(p.weight[(c0 + i) * p.w_sc + iw * p.w_sw]);
-          acc[i] = fmaf(to_float(tap.v[i]), wi, acc[i]);
+      for (int j = 0; j < kSconvMaxW; ++j) {
+        const int iw = w0 + j;
+        const int64_t sp = pos - (p.W - 1) + iw;  // absolute window position
+        const int64_t row = t - (p.W - 1) + iw;   // x-row of that position
+        src[j] = nullptr;
+        if (iw < p.W && sp >= 0) {
+          if (row >= qstart && row >= 0) {
+            src[j] = p.x + row * p.x_st + c0;  // inside this forward: the immutable input
+          } else {
+            const int64_t pblk = clamp_index(table[clamp_index(sp / p.block_size, p.max_blocks)], p.num_blocks);
+            src[j] = p.cache + pblk * p.c_sb + (sp % p.block_size) * p.c_sn + head_off;
+          }
         }
       }
-      const int64_t blk = clamp_index(slot / p.block_size, p.num_blocks);
-      xt.store(p.cache + blk * p.c_sb + (slot % p.block_size) * p.c_sn + head_off);
-    }
-    Lanes<T, E> o;
+      // ... then every load in flight at once
+      Lanes<T, E> tap[kSconvMaxW];
 #pragma unroll
-    for (int i = 0; i < E; ++i) {
-      float v = acc[i];
-      if (p.silu) v = v / (1.0f + expf(-v));
-      if (p.residual) v += to_float(xt.v[i]);
-      o.v[i] = from_float<T>(v);
+      for (int j = 0; j < kSconvMaxW; ++j) {
+        if (src[j] != nullptr) tap[j].load(src[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kSconvMaxW; ++j) {
+        if (src[j] == nullptr) continue;
+        const T* wrow = p.weight + c0 * p.w_sc + (w0 + j) * p.w_sw;
+#pragma unroll
+        for (int i = 0; i < E; ++i) acc[i] = fmaf(to_float(tap[j].v[i]), to_float(wrow[i * p.w_sc]), acc[i]);
+      }
     }
-    o.store(p.out + t * p.C + c0);
+    const int64_t blk = clamp_index(slot / p.block_size, p.num_blocks);
+    xt.store(p.cache + blk * p.c_sb + (slot % p.block_size) * p.c_sn + head_off);
   }
+  Lanes<T, E> o;
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    float v = acc[i];
+    if (p.silu) v = v / (1.0f + expf(-v));
+    if (p.residual) v += to_float(xt.v[i]);
+    o.v[i] = from_float<T>(v);
+  }
+  o.store(p.out + t * p.C + c0);
 }
 
 // sconv_seq_metadata: per token, the owning request (largest j < num_reqs with
