@@ -20,8 +20,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 template <typename T, int E>
 void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.tokens),
-                  static_cast<unsigned>((a.C + k::kSconvThreads * E - 1) / (k::kSconvThreads * E)));
+  const dim3 grid(static_cast<unsigned>((a.tokens + k::kSconvTokens - 1) / k::kSconvTokens),
+                  static_cast<unsigned>((a.C + k::kSconvLanes * E - 1) / (k::kSconvLanes * E)));
   k::sconv_kernel<T, E><<<grid, k::kSconvThreads, 0, stream>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -14,9 +14,8 @@
 
 #include "../checks.h"
 #include "../dispatch.h"
-#include "../kernels/add_argmax.cuh"
 #include "../kernels/latent_pass.cuh"
-#include "../kernels/topc_argmax.cuh"
+#include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
 #include "../ops.h"
 
 namespace xpress {
@@ -230,7 +229,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   // never into chunks of less than one vector per thread.
   int splits = 1;
   if (prop->major >= 9) {
-    const int64_t target = 4LL * prop->multiProcessorCount;
+    const int64_t target = 8LL * prop->multiProcessorCount;
     while (splits < k::kArgmaxMaxSplits && rows * splits < target &&
            d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxThreads) * kV) {
       splits *= 2;
@@ -289,7 +288,13 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
   const int64_t rows_per_cta = k::kTopcWarps / a.warps_per_row;
   const int64_t grid = (rows + rows_per_cta - 1) / rows_per_cta;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(blk.get_device()).stream();
-  k::topc_argmax_kernel<T><<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
+  const bool vec = rows_vectorizable(base_c, {a.base_sn, a.base_sb}) &&
+                   rows_vectorizable(bias_c, {a.bias_sn, a.bias_sb});
+  if (vec) {
+    k::topc_argmax_kernel<T, true><<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
+  } else {
+    k::topc_argmax_kernel<T, false><<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -3,7 +3,7 @@
 //
 // Grid: (splits, min(rows, 65535)); a cluster of `splits` CTAs (1..8) shares one row, each CTA
 // scanning a contiguous 16-byte-aligned chunk of it.  512 threads per CTA, 16-byte streaming
-// loads of base and bias, 4 vectors of each in flight per thread.  Each thread keeps the first
+// loads of base and bias, 8 vectors of each in flight per thread.  Each thread keeps the first
 // best element it sees in index order; the CTA reduces packed (key, ~index) words with CUB, and
 // the cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global
 // scratch and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the
@@ -21,7 +21,7 @@ namespace xpress {
 namespace kernels {
 
 constexpr int kArgmaxThreads = 512;
-constexpr int kArgmaxUnroll = 4;
+constexpr int kArgmaxUnroll = 8;
 constexpr int kArgmaxMaxSplits = 8;  // measured: 16-CTA clusters were slower at N = 1 and 4
 
 template <typename T>
@@ -38,38 +38,40 @@ struct AddArgmaxArgs {
   int64_t chunk;  // elements per split (a multiple of the vector width)
 };
 
-// Scans [lo, hi) of one row.  kVec: both row starts are 16-byte aligned; lo is a multiple of the
-// vector width, the last partial vector (hi not a multiple) is read element by element.
-template <typename T, bool kVec>
+// Scans [lo, hi) of one row with `threads` threads (this one is number `lane`).  kVec: both row
+// starts are 16-byte aligned and lo is a multiple of the vector width; the last partial vector
+// (hi not a multiple) is read element by element.  kUnroll vectors of each operand are in flight
+// per thread before any is used.
+template <typename T, bool kVec, int kUnroll>
 __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* base, const T* bias,
-                                                int64_t lo, int64_t hi) {
+                                                int64_t lo, int64_t hi, int lane, int threads) {
   if constexpr (kVec) {
     constexpr int kV = kVecElems<T>;
-    constexpr int64_t kStride = static_cast<int64_t>(kArgmaxThreads) * kV;
+    const int64_t stride = static_cast<int64_t>(threads) * kV;
     const int64_t full_end = lo + (hi - lo) / kV * kV;
-    for (int64_t i = lo + threadIdx.x * kV; i < full_end; i += kStride * kArgmaxUnroll) {
-      Vec16<T> a[kArgmaxUnroll], c[kArgmaxUnroll];
+    for (int64_t i = lo + static_cast<int64_t>(lane) * kV; i < full_end; i += stride * kUnroll) {
+      Vec16<T> a[kUnroll], c[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kArgmaxUnroll; ++u) {
-        const int64_t j = i + u * kStride;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = i + u * stride;
         if (j < full_end) {
           a[u].raw = ld_stream16(base + j);
           c[u].raw = ld_stream16(bias + j);
         }
       }
 #pragma unroll
-      for (int u = 0; u < kArgmaxUnroll; ++u) {
-        const int64_t j = i + u * kStride;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t j = i + u * stride;
         if (j < full_end) {
 #pragma unroll
           for (int e = 0; e < kV; ++e) best.offer(rounded_sum(a[u].elem[e], c[u].elem[e]), j + e);
         }
       }
     }
-    const int64_t j = full_end + threadIdx.x;  // at most kV - 1 tail elements
+    const int64_t j = full_end + lane;  // at most kV - 1 tail elements
     if (j < hi) best.offer(rounded_sum(base[j], bias[j]), j);
   } else {
-    scan_add_argmax_strided<8>(best, base, bias, lo + threadIdx.x, hi, kArgmaxThreads);
+    scan_add_argmax_strided<8>(best, base, bias, lo + lane, hi, threads);
   }
 }
 
@@ -89,8 +91,9 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     const int64_t hi = lo + p.chunk < p.vocab ? lo + p.chunk : p.vocab;
     RunningArgmax best;
     if (lo < hi) {
-      scan_add_argmax<T, kVec>(best, p.base + n * p.base_sn + b * p.base_sb,
-                               p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi);
+      scan_add_argmax<T, kVec, kArgmaxUnroll>(best, p.base + n * p.base_sn + b * p.base_sb,
+                                              p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi,
+                                              threadIdx.x, kArgmaxThreads);
     }
     const uint64_t block_best = BlockReduce(reduce_storage).Reduce(best.packed(), cuda::maximum<>{});
     int64_t* dst = p.blk + n * p.blk_sn + (b + 1) * p.blk_sb;

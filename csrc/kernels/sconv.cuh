@@ -1,7 +1,9 @@
 // Paged short convolution (SPEC.md "sconv") and its per-token metadata.
 //
-// sconv grid: (T, ceil(C / (128 * E))); 128 threads, each owning E consecutive channels of one
-// head (E = one 16-byte vector, or 1 on the scalar path) of one token.  Per token: the W taps
+// sconv grid: (ceil(T / 8), ceil(C / (32 * E))); 256 threads = 8 tokens x 32 lanes, each thread
+// owning E consecutive channels of one head (E = one 16-byte vector, or 1 on the scalar path) of
+// one token, so a CTA streams 8 tokens x 32E channels (the tile of seed 002) and the 8 threads
+// sharing channels read their weights from L1.  Per token: the W taps
 // ending at the token's position are read -- from x when the tap's x-row is inside this
 // forward, else from the paged cache through the block table -- the token's input is written to
 // its slot, and conv (+SiLU) (+residual) goes to out.  All W tap addresses are formed first and
@@ -23,7 +25,9 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kSconvThreads = 128;
+constexpr int kSconvTokens = 8;   // tokens per CTA
+constexpr int kSconvLanes = 32;   // channel vectors per CTA
+constexpr int kSconvThreads = kSconvTokens * kSconvLanes;
 constexpr int kSconvMaxW = 8;  // taps formed in registers; wider filters loop in chunks of 8
 
 template <typename T>
@@ -73,9 +77,9 @@ struct Lanes {
 template <typename T, int E>
 __global__ void __launch_bounds__(kSconvThreads)
     sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
-  const int c0 = (blockIdx.y * kSconvThreads + threadIdx.x) * E;
-  if (c0 >= p.C) return;
-  const int64_t t = blockIdx.x;
+  const int c0 = (blockIdx.y * kSconvLanes + threadIdx.x % kSconvLanes) * E;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kSconvTokens + threadIdx.x / kSconvLanes;
+  if (c0 >= p.C || t >= p.tokens) return;
   const int head = c0 / p.ws;
   const int64_t head_off = head * p.c_sh + p.off_s + c0 % p.ws;  // E channels never straddle a head
 
@@ -118,9 +122,11 @@ __global__ void __launch_bounds__(kSconvThreads)
 #pragma unroll
       for (int j = 0; j < kSconvMaxW; ++j) {
         if (src[j] == nullptr) continue;
-        const T* wrow = p.weight + c0 * p.w_sc + (w0 + j) * p.w_sw;
 #pragma unroll
-        for (int i = 0; i < E; ++i) acc[i] = fmaf(to_float(tap[j].v[i]), to_float(wrow[i * p.w_sc]), acc[i]);
+        for (int i = 0; i < E; ++i) {
+          const float wv = to_float(p.weight[(c0 + i) * p.w_sc + (w0 + j) * p.w_sw]);  // L1-resident
+          acc[i] = fmaf(to_float(tap[j].v[i]), wv, acc[i]);
+        }
       }
     }
     const int64_t blk = clamp_index(slot / p.block_size, p.num_blocks);

@@ -1,11 +1,11 @@
 // Top-C argmax (SPEC.md "topc_argmax_to_blk"): blk[n, j + 1] = cand[n, j, argmax_c score].
 //
 // Grid: ceil(rows / rows_per_cta); 256 threads; `warps_per_row` warps (1 or 8) scan a row's C
-// scores, reduce packed keys with shuffles (and shared memory across warps), then gather the
+// scores (16-byte loads when the rows are aligned), reduce packed keys with shuffles (and shared memory across warps), then gather the
 // winning candidate's vocab id in the same program.  Launch-bound at the C values the head uses.
 #pragma once
 
-#include "argmax.cuh"
+#include "add_argmax.cuh"
 
 namespace xpress {
 namespace kernels {
@@ -29,7 +29,7 @@ struct TopcArgmaxArgs {
   int warps_per_row;
 };
 
-template <typename T>
+template <typename T, bool kVec>
 __global__ void __launch_bounds__(kTopcThreads)
     topc_argmax_kernel(const __grid_constant__ TopcArgmaxArgs<T> p) {
   __shared__ uint64_t warp_best[kTopcWarps];
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kTopcThreads)
   if (active) {
     const T* base = p.base + n * p.base_sn + b * p.base_sb;
     const T* bias = p.bias + n * p.bias_sn + b * p.bias_sb;
-    scan_add_argmax_strided<8>(best, base, bias, (warp % wpr) * 32 + lane, p.C, wpr * 32);
+    scan_add_argmax<T, kVec, 4>(best, base, bias, 0, p.C, (warp % wpr) * 32 + lane, wpr * 32);
   }
   uint64_t v = warp_max_u64(best.packed());
   if (wpr > 1) {
