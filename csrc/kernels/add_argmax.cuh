@@ -3,7 +3,7 @@
 //
 // Grid: (splits, min(rows, 65535)); a cluster of `splits` CTAs (1..8) shares one row, each CTA
 // scanning a contiguous 16-byte-aligned chunk of it.  512 threads per CTA, 16-byte streaming
-// loads of base and bias, 8 vectors of each in flight per thread.  Each thread keeps the first
+// loads of base and bias, 4 vectors of each in flight per thread.  Each thread keeps the first
 // best element it sees in index order; the CTA reduces packed (key, ~index) words with CUB, and
 // the cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global
 // scratch and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the
@@ -21,7 +21,7 @@ namespace xpress {
 namespace kernels {
 
 constexpr int kArgmaxThreads = 512;
-constexpr int kArgmaxUnroll = 8;
+constexpr int kArgmaxUnroll = 4;  // measured: 8 (fewer CTAs per SM) was slower at N = 4..64
 constexpr int kArgmaxMaxSplits = 8;  // measured: 16-CTA clusters were slower at N = 1 and 4
 
 template <typename T>

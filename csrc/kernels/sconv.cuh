@@ -74,6 +74,18 @@ struct Lanes {
   }
 };
 
+// q = a / b, r = a % b for a >= 0, b >= 1: 32-bit division when both fit, else 64-bit.
+__device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t& r) {
+  if (((a | b) >> 31) == 0) {
+    const uint32_t q32 = static_cast<uint32_t>(a) / static_cast<uint32_t>(b);
+    q = q32;
+    r = a - static_cast<int64_t>(q32) * b;
+  } else {
+    q = a / b;
+    r = a % b;
+  }
+}
+
 template <typename T, int E>
 __global__ void __launch_bounds__(kSconvThreads)
     sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
@@ -95,6 +107,11 @@ __global__ void __launch_bounds__(kSconvThreads)
 #pragma unroll
   for (int i = 0; i < E; ++i) acc[i] = 0.f;
   if (slot >= 0) {  // padding rows: no taps, no write
+    // (logical block, offset) of the first tap inside the sequence, by one division per token
+    // (32-bit when it fits: int64 division is a long emulated sequence), then walked tap by tap.
+    const int64_t first = pos - (p.W - 1) > 0 ? pos - (p.W - 1) : 0;
+    int64_t lblk, off;
+    divmod(first, p.block_size, lblk, off);
     for (int w0 = 0; w0 < p.W; w0 += kSconvMaxW) {
       // addresses first (nullptr: a zero tap before the sequence start) ...
       const T* src[kSconvMaxW];
@@ -108,8 +125,12 @@ __global__ void __launch_bounds__(kSconvThreads)
           if (row >= qstart && row >= 0) {
             src[j] = p.x + row * p.x_st + c0;  // inside this forward: the immutable input
           } else {
-            const int64_t pblk = clamp_index(table[clamp_index(sp / p.block_size, p.max_blocks)], p.num_blocks);
-            src[j] = p.cache + pblk * p.c_sb + (sp % p.block_size) * p.c_sn + head_off;
+            const int64_t pblk = clamp_index(table[clamp_index(lblk, p.max_blocks)], p.num_blocks);
+            src[j] = p.cache + pblk * p.c_sb + off * p.c_sn + head_off;
+          }
+          if (++off == p.block_size) {  // the next tap's position
+            off = 0;
+            ++lblk;
           }
         }
       }
@@ -129,8 +150,9 @@ __global__ void __launch_bounds__(kSconvThreads)
         }
       }
     }
-    const int64_t blk = clamp_index(slot / p.block_size, p.num_blocks);
-    xt.store(p.cache + blk * p.c_sb + (slot % p.block_size) * p.c_sn + head_off);
+    int64_t blk, slot_off;
+    divmod(slot, p.block_size, blk, slot_off);
+    xt.store(p.cache + clamp_index(blk, p.num_blocks) * p.c_sb + slot_off * p.c_sn + head_off);
   }
   Lanes<T, E> o;
 #pragma unroll
