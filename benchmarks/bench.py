@@ -65,7 +65,7 @@ class Case:
 
 
 def latent_case(N, gen):
-    inp = selfcheck._latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
+    inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
     args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
     lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
     lat_tr = torch.empty_like(lat)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from xpress_ext import reference as ref
+from xpress_ext import selfcheck
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)] if HAS_CUDA else ["cpu"]
@@ -40,28 +41,9 @@ def validate_env(on: bool):
 
 
 def latent_inputs(N, B, R, H, V, dtype, device, seed=0):
-    """Random head weights scaled so every stage stays O(1), and random tokens.
-
-    Returns a dict with the op's argument names (lat_out excluded)."""
-    g = gen(seed)
-
-    def rnd(*shape, scale=1.0):
-        return (torch.randn(*shape, generator=g) * scale).to(dtype).to(device)
-
-    raw = torch.randn(B, B, R, generator=g) * (0.5 / B)
-    tril = torch.tril(torch.ones(B, B))[:, :, None]
-    mix = raw * tril + torch.eye(B)[:, :, None]
-    return dict(
-        blk=torch.randint(0, V, (N, B), generator=g).to(device),
-        tok_am1=torch.randint(0, V, (N,), generator=g).to(device),
-        xh=rnd(N, B, R),
-        w1=rnd(V, R),
-        wlat_t=rnd(R, R, scale=R**-0.5),
-        mix_kjc=mix.to(dtype).to(device),
-        wg_t=rnd(R, H, scale=R**-0.5),
-        wu_t=rnd(R, H, scale=R**-0.5),
-        wd_t=rnd(H, R, scale=H**-0.5),
-    )
+    """Random head weights scaled so every stage stays O(1), and random tokens (a dict with the
+    op's argument names, lat_out excluded)."""
+    return selfcheck.latent_case(N, B, R, H, V, dtype, device, gen(seed))
 
 
 LATENT_ORDER = ["blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t"]

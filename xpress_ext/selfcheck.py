@@ -30,7 +30,9 @@ def _sets_for(bytes_per_set: int) -> int:
     return max(1, min(16, math.ceil(L2_DEFEAT_BYTES / max(1, bytes_per_set))))
 
 
-def _latent_case(N, B, R, H, V, dtype, device, gen):
+def latent_case(N, B, R, H, V, dtype, device, gen):
+    """Synthetic latent_pass inputs (the op's argument names, lat_out excluded): head-like
+    weights scaled so that every stage stays O(1), random tokens."""
     def rnd(*shape, scale=1.0):
         return (torch.randn(*shape, generator=gen) * scale).to(dtype).to(device)
 
@@ -63,7 +65,7 @@ class Runner:
 
 def check_latent(run: Runner, N, dtype, shapes, gen):
     B, R, H, V = shapes["B"], shapes["R"], shapes["H"], shapes["V"]
-    inp = _latent_case(N, B, R, H, V, dtype, run.device, gen)
+    inp = latent_case(N, B, R, H, V, dtype, run.device, gen)
     args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
     lat = torch.full((N, B - 1, R), float("nan"), dtype=dtype, device=run.device)
     ours = lambda i: xpress_ext.latent_pass(  # noqa: E731
