@@ -7,7 +7,7 @@
 #   XPRESS_EXT_CPU_ONLY=1     build the CPU implementations only
 #   TORCH_CUDA_ARCH_LIST      CUDA targets (default "9.0", the H100/H200)
 #   MAX_JOBS                  parallel compile jobs (torch's ninja backend)
-#   XPRESS_EXT_DEBUG=1        -O0 -g (host) and -G is NOT added (kernels stay optimised)
+#   XPRESS_EXT_DEBUG=1        host code built -O0 -g (the CUDA kernels stay -O3)
 import glob
 import os
 
