@@ -105,11 +105,22 @@ def test_deterministic_and_batch_invariant(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_no_work(device):
-    inp = latent_inputs(0, 16, 64, 64, 50, torch.float32, device)
-    run_latent(inp)  # N = 0
-    one = latent_inputs(3, 1, 64, 64, 50, torch.float32, device)
-    out = torch.empty(3, 0, 64, device=device)
-    run_latent(one, lat_out=out)  # B = 1: no draft slots
+    """N = 0 or B = 1: the op returns before reading anything -- even ids that would be rejected
+    (under XPRESS_EXT_VALIDATE=1 on CUDA) are never looked at -- and changes nothing."""
+    for N, B in [(0, 16), (3, 1)]:
+        inp = latent_inputs(N, B, 64, 64, 50, torch.float32, device)
+        inp["tok_am1"].fill_(10**9)  # out of range: only harmless if nothing is read
+        before = {k: v.clone() for k, v in inp.items()}
+        out = torch.empty(N, B - 1, 64, device=device)
+        with validate_env(True):
+            assert xpress_ext.latent_pass(
+                inp["blk"], inp["tok_am1"], inp["xh"], out, inp["w1"], inp["wlat_t"], inp["mix_kjc"],
+                inp["wg_t"], inp["wu_t"], inp["wd_t"]) is None
+        assert all(torch.equal(v, before[k]) for k, v in inp.items())
+    with pytest.raises(IndexError, match="tok_am1"):  # the same ids are rejected when there is work
+        bad = latent_inputs(3, 2, 64, 64, 50, torch.float32, "cpu")
+        bad["tok_am1"].fill_(10**9)
+        run_latent(bad)
 
 
 def test_out_of_range_ids_cpu():
