@@ -135,6 +135,24 @@ def topc_argmax_case(N, gen):
                 1, rows * C * 4 + rows * 8, baseline_ok=ok)
 
 
+def topc_select_case(N, gen):
+    """The head's candidate selection: top-C of base_full[:, 1:, :] in place plus the starting
+    argmax, against torch.topk(sorted=False) alone (there is no seed Triton kernel for it)."""
+    rows = N * (B - 1)
+    nbytes = rows * V * 2
+    nsets = nsets_for(nbytes)
+    bases = [(torch.randn(N, B, V, device="cuda") * 3).to(DTYPE) for _ in range(nsets)]
+    values = torch.empty(N, B - 1, C, dtype=DTYPE, device="cuda")
+    ids = torch.empty(N, B - 1, C, dtype=torch.long, device="cuda")
+    blk = torch.zeros(N, B, dtype=torch.long, device="cuda")
+    xpress_ext.topc_select(bases[0][:, 1:, :], C, values, ids, blk)
+    ev, ei = ref.topc_select(bases[0][:, 1:, :], C)
+    ok = torch.equal(ids, ei) and torch.equal(values, ev)  # checks ours; the "baseline" is torch
+    return Case(lambda i: xpress_ext.topc_select(bases[i][:, 1:, :], C, values, ids, blk),
+                lambda i: torch.topk(bases[i][:, 1:, :], C, dim=-1, sorted=False),
+                None, nsets, nbytes + rows * C * 10, baseline_ok=ok)
+
+
 def sconv_case(kind, gen):
     b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
     args = [b[k] for k in selfcheck.SCONV_ARGS]
@@ -196,7 +214,7 @@ def draft_case(path, N, gen):
     rows = N * (B - 1)
     nbytes = rows * V * 2 + (K * (R * V * 2 + 2 * rows * V * 2) if path == "full" else 0)
     return Case(lambda i: head.jacobi_refine_greedy(*inputs, K),
-                lambda i: ref.jacobi_refine_greedy(head, *inputs, K),
+                lambda i: ref.jacobi_refine_greedy(head, *inputs, K, exact_topc=False),
                 (lambda i: twin.jacobi_refine_greedy(*inputs, K)) if twin is not None else None,
                 1, nbytes, dict(passes=K), ok)
 
@@ -205,6 +223,7 @@ CASES = {
     "latent_pass": (latent_case, NS),
     "add_argmax": (add_argmax_case, NS),
     "topc_argmax": (topc_argmax_case, NS),
+    "topc_select": (topc_select_case, NS),
     "sconv": (sconv_case, selfcheck.SCONV_KINDS),
     "seq_metadata": (seq_metadata_case, selfcheck.SCONV_KINDS),
     "draft_full": (lambda N, g: draft_case("full", N, g), NS),

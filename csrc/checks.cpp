@@ -246,6 +246,56 @@ TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
   return d;
 }
 
+TopcSelectDims check_topc_select(const at::Tensor& logits, int64_t c, const at::Tensor& values,
+                                 const at::Tensor& ids, const std::optional<at::Tensor>& blk) {
+  constexpr const char* op = "topc_select";
+  if (blk.has_value()) {
+    check_same_device(op, {{"logits", &logits}, {"values", &values}, {"ids", &ids}, {"blk", &*blk}});
+  } else {
+    check_same_device(op, {{"logits", &logits}, {"values", &values}, {"ids", &ids}});
+  }
+  check_float_dtype(op, "logits", logits);
+  TORCH_CHECK_TYPE(values.scalar_type() == logits.scalar_type(), op,
+                   ": values must have logits' dtype ", logits.scalar_type(), ", got ",
+                   values.scalar_type());
+  check_dtype(op, "ids", ids, at::kLong);
+  TORCH_CHECK_VALUE(logits.dim() == 2 || logits.dim() == 3, op,
+                    ": logits must be [rows, V] or [N, B - 1, V], got shape ", logits.sizes());
+  TopcSelectDims d{};
+  d.V = logits.size(-1);
+  TORCH_CHECK_VALUE(d.V <= std::numeric_limits<int32_t>::max(), op,
+                    ": logits.shape[-1] (V) must be < 2^31, got ", d.V);
+  TORCH_CHECK_VALUE(c >= 1 && c <= d.V, op, ": c must be in [1, V = logits.shape[-1] = ", d.V,
+                    "], got ", c);
+  d.c = c;
+  if (blk.has_value()) {
+    check_dtype(op, "blk", *blk, at::kLong);
+    check_dim(op, "blk", *blk, 2);
+    check_inner_stride(op, "blk", *blk);
+    TORCH_CHECK_VALUE(blk->size(1) >= 1, op, ": blk.shape[1] (B) must be >= 1, got ", blk->size(1));
+    d.N = blk->size(0);
+    d.Bm1 = blk->size(1) - 1;
+  } else {
+    const at::Tensor* shaped = nullptr;
+    for (const at::Tensor* t : {&logits, &values, &ids}) {
+      if (shaped == nullptr && t->dim() == 3) shaped = t;
+    }
+    d.N = shaped != nullptr ? shaped->size(0) : logits.size(0);
+    d.Bm1 = shaped != nullptr ? shaped->size(1) : 1;
+  }
+  d.logits = check_row_operand(op, "logits", logits, d.N, d.Bm1);
+  d.values = check_row_operand(op, "values", values, d.N, d.Bm1);
+  d.ids = check_row_operand(op, "ids", ids, d.N, d.Bm1);
+  check_size(op, "values", values, values.dim() - 1, c, "c");
+  check_size(op, "ids", ids, ids.dim() - 1, c, "c");
+  check_writable(op, {"values", &values}, {{"logits", &logits}});
+  check_writable(op, {"ids", &ids}, {{"logits", &logits}, {"values", &values}});
+  if (blk.has_value()) {
+    check_writable(op, {"blk", &*blk}, {{"logits", &logits}, {"values", &values}, {"ids", &ids}});
+  }
+  return d;
+}
+
 void check_topc_ids(const at::Tensor& cand) {
   check_index_range("topc_argmax_to_blk", "cand", cand, 0, std::numeric_limits<int64_t>::max(),
                     "candidate ids are vocabulary ids");

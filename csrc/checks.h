@@ -69,6 +69,15 @@ TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
 // Candidate ids are vocabulary ids: never negative.
 void check_topc_ids(const at::Tensor& cand);
 
+struct TopcSelectDims {
+  int64_t N, Bm1, V, c;
+  RowStrides logits, values, ids;
+};
+// logits [rows, V] or [N, B-1, V]; values / ids [rows, c] or [N, B-1, c]; blk (optional)
+// [N, B].  (N, B-1) come from blk, else from a 3-D logits / values / ids, else (rows, 1).
+TopcSelectDims check_topc_select(const at::Tensor& logits, int64_t c, const at::Tensor& values,
+                                 const at::Tensor& ids, const std::optional<at::Tensor>& blk);
+
 struct SconvDims {
   int64_t T, C, H, W, D, block_size, num_blocks, num_reqs, max_blocks;
   bool silu;

@@ -19,6 +19,8 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
 void add_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk);
 void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                             const at::Tensor& cand, at::Tensor& blk);
+void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
+                     const std::optional<at::Tensor>& blk);
 
 at::Tensor sconv_cpu(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                      const at::Tensor& positions, const at::Tensor& block_table,
@@ -41,6 +43,8 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
                                       c10::ScalarType dtype, int64_t device);
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
                              const at::Tensor& cand, at::Tensor& blk);
+void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
+                      const std::optional<at::Tensor>& blk);
 at::Tensor sconv_cuda(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                       const at::Tensor& positions, const at::Tensor& block_table,
                       const at::Tensor& seq_idx, const at::Tensor& slot_mapping,

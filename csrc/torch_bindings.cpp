@@ -13,6 +13,9 @@ TORCH_LIBRARY(xpress_ext, m) {
   m.def("add_argmax_to_blk(Tensor base, Tensor bias, Tensor(a!) blk) -> ()");
   m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
   m.def(
+      "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
+      "Tensor(c!)? blk=None) -> ()");
+  m.def(
       "sconv(Tensor x, Tensor weight, Tensor(a!) cache, Tensor positions, Tensor block_table, "
       "Tensor seq_idx, Tensor slot_mapping, Tensor query_start, int off_s, int ws, "
       "int block_size, str? activation=None, bool use_residual=True) -> Tensor");
@@ -30,6 +33,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("latent_pass", &xpress::latent_pass_cpu);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cpu);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
+  m.impl("topc_select", &xpress::topc_select_cpu);
   m.impl("sconv", &xpress::sconv_cpu);
   m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cpu);
 }
@@ -39,6 +43,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("latent_pass", &xpress::latent_pass_cuda);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cuda);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);
+  m.impl("topc_select", &xpress::topc_select_cuda);
   m.impl("sconv", &xpress::sconv_cuda);
   m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cuda);
 }

@@ -4,7 +4,7 @@ bitwise cache contents, strided pages, several streams, ids, errors, compile and
 import pytest
 import torch
 from sconv_testing import NULL_BLOCK, check_sconv, make_batch, page_view
-from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, gen, needs_cuda, validate_env
+from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, big_memory, gen, needs_cuda, validate_env
 
 import xpress_ext
 from xpress_ext import reference as ref
@@ -157,6 +157,7 @@ def test_out_of_range_ids_cuda():
 
 
 @needs_cuda
+@big_memory
 def test_cache_beyond_2_pow_31_elements():
     """A cache of more than 2^31 elements: write and read its last slot."""
     H, N, D, ws, off_s = 8, 4, 2048, 512, 1536

@@ -265,21 +265,24 @@ class XPressRefinerHead(nn.Module):
         xh = torch.mm(hcache.reshape(N * B, -1), buf["whc_t"]).view(N, B, r)
         blk = torch.empty(N, B, dtype=torch.long, device=base_logits_full.device)
         blk[:, 0] = anchor_ids
-        blk[:, 1:] = slots.argmax(dim=-1)
         step = dict(blk=blk, tok_am1=tok_am1_ids, xh=xh, slots=slots, N=N, rows=rows)
         if self.topc:
-            # Candidates and their base logits once per step; each pass then reads [rows, C, r]
-            # of W2 instead of all of it.  Only indexed, never traversed in rank order, so the
-            # order inside a row does not matter.
+            # Candidates and their base logits once per step (one topc_select launch, which
+            # also writes the starting argmax into blk); each pass then reads [rows, C, r] of W2
+            # instead of all of it.  Candidates come in ascending id order, so a tie between
+            # two candidates' scores goes to the lower vocab id, as on the full path.
             c = min(self.topc, V)
-            base_c, cand = torch.topk(slots.reshape(rows, V), c, dim=-1, sorted=False)
+            base_c = torch.empty(N, B - 1, c, dtype=slots.dtype, device=slots.device)
+            cand = torch.empty(N, B - 1, c, dtype=torch.long, device=slots.device)
+            ops.topc_select(slots, c, base_c, cand, blk)
             step.update(
-                base_c=base_c.view(N, B - 1, c),
-                cand=cand.view(N, B - 1, c),
-                w2c=self.w2.weight[cand],  # [rows, C, r]
+                base_c=base_c,
+                cand=cand,
+                w2c=self.w2.weight[cand.view(rows, c)],  # [rows, C, r]
                 lat=torch.empty(N, B - 1, r, dtype=xh.dtype, device=xh.device),
             )
         else:
+            blk[:, 1:] = slots.argmax(dim=-1)
             sc = self._scratch_buffers(xh.dtype, xh.device)
             step.update(lat=sc["lat"][:N], bias=sc["bias"][:rows])
         return step

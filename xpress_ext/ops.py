@@ -41,6 +41,20 @@ def topc_argmax_to_blk(
     _ops.topc_argmax_to_blk.default(base_c, bias_c, cand, blk)
 
 
+def topc_select(
+    logits: torch.Tensor,
+    c: int,
+    values: torch.Tensor,
+    ids: torch.Tensor,
+    blk: torch.Tensor | None = None,
+) -> None:
+    """Exact top-``c`` of every row of ``logits`` ([rows, V] or [N, B-1, V], read in place):
+    the first ``c`` entries of the stable descending order (NaN largest, ties to the lowest
+    id), written to ``values`` / ``ids`` ([rows, c] or [N, B-1, c]) in ascending id order.
+    With ``blk`` ([N, B]) also ``blk[n, 1 + b] = argmax`` of row n * (B - 1) + b."""
+    _ops.topc_select.default(logits, c, values, ids, blk)
+
+
 def sconv(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -91,6 +105,11 @@ def _add_argmax_fake(base, bias, blk):
 
 @torch.library.register_fake("xpress_ext::topc_argmax_to_blk")
 def _topc_argmax_fake(base_c, bias_c, cand, blk):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::topc_select")
+def _topc_select_fake(logits, c, values, ids, blk=None):
     return None
 
 

@@ -125,6 +125,14 @@ def topc_argmax_to_blk(
     return out
 
 
+def topc_select(logits: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, ids) of the first ``c`` entries of each row's stable descending order (NaN
+    largest, -0 == +0, ties to the lowest id), ``ids`` ascending -- the layout the op writes."""
+    order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[..., :c]
+    ids = order.sort(dim=-1).values
+    return logits.gather(-1, ids), ids
+
+
 def sconv_into(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -250,10 +258,13 @@ def jacobi_refine_greedy(
     num_passes: int,
     topc: int | None = None,
     return_margins: bool = False,
+    exact_topc: bool = True,
 ):
     """The draft step of seed 004 in eager torch: [N, B-1] drafts after num_passes passes
     (topc = None: the head's own setting; 0: full vocabulary); with ``return_margins`` also the
-    last pass's top-2 margins."""
+    last pass's top-2 margins.  ``exact_topc``: candidates by the exact stable rule (what the
+    op computes); False: by ``torch.topk(sorted=False)``, the seed's call -- the same set up to
+    ties at the threshold, and what eager-torch timings run."""
     topc = head.topc if topc is None else topc
     N, B, V = base_logits_full.shape
     slots = base_logits_full[:, 1:, :]
@@ -265,8 +276,10 @@ def jacobi_refine_greedy(
     base_c = cand = None
     if topc:
         c = min(topc, V)
-        base_c, cand = torch.topk(slots.reshape(-1, V), c, dim=-1, sorted=False)
-        base_c, cand = base_c.view(N, B - 1, c), cand.view(N, B - 1, c)
+        if exact_topc:
+            base_c, cand = topc_select(slots, c)
+        else:
+            base_c, cand = torch.topk(slots, c, dim=-1, sorted=False)
     for _ in range(num_passes):
         blk[:, 1:], margins = jacobi_pass(head, blk, slots, hcache, tok_am1_ids, base_c, cand)
     return (blk[:, 1:], margins) if return_margins else blk[:, 1:]

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include "../checks.h"
@@ -187,6 +189,50 @@ void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                                 ids[n * cand.stride(0) + b * cand.stride(1) + best];
                           }
                         });
+}
+
+void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
+                     const std::optional<at::Tensor>& blk) {
+  const TopcSelectDims d = check_topc_select(logits, c, values, ids, blk);
+  const int64_t rows = d.N * d.Bm1;
+  if (rows == 0) return;
+  int64_t* ids_out = ids.mutable_data_ptr<int64_t>();
+  int64_t* blk_out = blk.has_value() ? blk->mutable_data_ptr<int64_t>() : nullptr;
+  const int64_t blk_sn = blk.has_value() ? blk->stride(0) : 0;
+  const int64_t blk_sb = blk.has_value() ? blk->stride(1) : 0;
+  XPRESS_DISPATCH_FLOAT(logits.scalar_type(), "topc_select", c10::BFloat16, c10::Half, float, [&] {
+    const scalar_t* x = logits.const_data_ptr<scalar_t>();
+    scalar_t* v_out = values.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+      // (key, ~id) packed as in argmax: the stable descending order is the descending order
+      // of the packed words, and the first c of it are the c largest words.
+      std::vector<uint64_t> packed(d.V);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / d.Bm1, b = r % d.Bm1;
+        const scalar_t* row = x + n * d.logits.sn + b * d.logits.sb;
+        for (int64_t i = 0; i < d.V; ++i) {
+          packed[i] = argmax_pack(argmax_key(static_cast<float>(row[i])), static_cast<uint32_t>(i));
+        }
+        std::nth_element(packed.begin(), packed.begin() + (d.c - 1), packed.end(),
+                         std::greater<uint64_t>());
+        if (blk_out != nullptr) {  // the first of the order: the largest word of the first c
+          blk_out[n * blk_sn + (b + 1) * blk_sb] =
+              argmax_unpack_index(*std::max_element(packed.begin(), packed.begin() + d.c));
+        }
+        // Written in ascending id order, as the CUDA kernel does.
+        std::sort(packed.begin(), packed.begin() + d.c, [](uint64_t a, uint64_t b) {
+          return argmax_unpack_index(a) < argmax_unpack_index(b);
+        });
+        scalar_t* vrow = v_out + n * d.values.sn + b * d.values.sb;
+        int64_t* irow = ids_out + n * d.ids.sn + b * d.ids.sb;
+        for (int64_t k = 0; k < d.c; ++k) {
+          const int64_t id = argmax_unpack_index(packed[k]);
+          vrow[k] = row[id];
+          irow[k] = id;
+        }
+      }
+    });
+  });
 }
 
 }  // namespace xpress

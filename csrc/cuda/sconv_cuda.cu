@@ -6,6 +6,8 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cstdlib>
+
 #include "../checks.h"
 #include "../dispatch.h"
 #include "../kernels/sconv.cuh"
@@ -18,12 +20,54 @@ namespace k = ::xpress::kernels;
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <typename T, int E>
+template <typename T, int E, int TPW>
 void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((a.tokens + k::kSconvTokens - 1) / k::kSconvTokens),
-                  static_cast<unsigned>((a.C + k::kSconvLanes * E - 1) / (k::kSconvLanes * E)));
-  k::sconv_kernel<T, E><<<grid, k::kSconvThreads, 0, stream>>>(a);
+  using Tile = k::SconvTile<T, E, TPW>;
+  const dim3 grid(static_cast<unsigned>((a.tokens + Tile::kTokens - 1) / Tile::kTokens),
+                  static_cast<unsigned>((a.C + Tile::kChannels - 1) / Tile::kChannels));
+  const size_t smem = Tile::smem_bytes(a.W);
+  auto* kernel = &k::sconv_kernel<T, E, TPW>;
+  if (smem > 48 * 1024) {
+    int optin = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                          c10::cuda::current_device()));
+    TORCH_CHECK_VALUE(smem <= static_cast<size_t>(optin), "sconv: weight has ", a.W,
+                      " taps; this GPU's shared memory holds the fp32 filters of at most ",
+                      (static_cast<size_t>(optin) - Tile::kXBytes - Tile::kMetaBytes) / (sizeof(float) * Tile::kChannels),
+                      " taps");
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  }
+  kernel<<<grid, k::kSconvThreads, smem, stream>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Tokens per warp: 4 (16 * 4 bytes of x in flight per thread, what streaming needs) once the
+// grid still has several CTAs per SM; fewer when T is small (decode), so every SM gets work.
+// XPRESS_EXT_SCONV_TPW=1|2|4|8 overrides (benchmarking only).
+int sconv_tokens_per_warp(int64_t tokens, int64_t col_tiles) {
+  static const int forced = [] {
+    const char* v = std::getenv("XPRESS_EXT_SCONV_TPW");
+    return v == nullptr ? 0 : std::atoi(v);
+  }();
+  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) return forced;
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  for (int tpw : {4, 2}) {
+    const int64_t ctas = (tokens + k::kSconvWarps * tpw - 1) / (k::kSconvWarps * tpw) * col_tiles;
+    if (ctas >= 4 * sms) return tpw;
+  }
+  return 1;
+}
+
+template <typename T, int E>
+void launch_sconv_tiles(const k::SconvArgs<T>& a, cudaStream_t stream) {
+  const int64_t col_tiles = (a.C + k::kSconvLanes * E - 1) / (k::kSconvLanes * E);
+  switch (sconv_tokens_per_warp(a.tokens, col_tiles)) {
+    case 8: return launch_sconv_variant<T, E, 8>(a, stream);
+    case 4: return launch_sconv_variant<T, E, 4>(a, stream);
+    case 2: return launch_sconv_variant<T, E, 2>(a, stream);
+    default: return launch_sconv_variant<T, E, 1>(a, stream);
+  }
 }
 
 template <typename T>
@@ -68,9 +112,9 @@ void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& wei
                    aligned16(a.cache) && aligned16(a.out);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
   if (vec) {
-    launch_sconv_variant<T, E>(a, stream);
+    launch_sconv_tiles<T, E>(a, stream);
   } else {
-    launch_sconv_variant<T, 1>(a, stream);
+    launch_sconv_tiles<T, 1>(a, stream);
   }
 }
 

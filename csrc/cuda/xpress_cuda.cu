@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -16,6 +17,7 @@
 #include "../dispatch.h"
 #include "../kernels/latent_pass.cuh"
 #include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
+#include "../kernels/topc_select.cuh"
 #include "../ops.h"
 
 namespace xpress {
@@ -298,6 +300,72 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// ---------------------------------------------------------------------------------------------
+// topc_select
+
+// CTAs per row (the cluster size): 1, 2, 4 or 8, doubled until the grid holds several CTAs per
+// SM, and at least enough that a CTA's slice fits its chunk table.  XPRESS_EXT_TOPC_SPLITS
+// forces a size (benchmarking only).
+int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
+  const int64_t needed = (V + k::kSelMaxSlice - 1) / k::kSelMaxSlice;
+  TORCH_CHECK_VALUE(needed <= (prop->major >= 9 ? k::kSelMaxSplits : 1), "topc_select: logits.shape[-1] (V) = ", V,
+                    " is above what this GPU's kernel takes (", (prop->major >= 9 ? k::kSelMaxSplits : 1) * k::kSelMaxSlice, ")");
+  static const int forced = [] {
+    const char* v = std::getenv("XPRESS_EXT_TOPC_SPLITS");
+    return v == nullptr ? 0 : std::atoi(v);
+  }();
+  if (prop->major < 9) return 1;
+  if ((forced == 1 || forced == 2 || forced == 4 || forced == 8) && forced >= needed) return forced;
+  int splits = 1;
+  while (splits < needed || (splits < k::kSelMaxSplits && rows * splits < 4LL * prop->multiProcessorCount &&
+                             V / (splits * 2) >= 8LL * k::kSelThreads)) {
+    splits *= 2;
+  }
+  return splits;
+}
+
+template <typename T>
+void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::Tensor& values,
+                        at::Tensor& ids, const std::optional<at::Tensor>& blk) {
+  const int device = logits.get_device();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  const int64_t rows = d.N * d.Bm1;
+  const int splits = topc_select_splits(rows, d.V, prop);
+  k::TopcSelectArgs<T> a{};
+  a.logits = cptr<T>(logits);
+  a.l_sn = d.logits.sn;
+  a.l_sb = d.logits.sb;
+  a.values = mptr<T>(values);
+  a.v_sn = d.values.sn;
+  a.v_sb = d.values.sb;
+  a.ids = mptr<int64_t>(ids);
+  a.i_sn = d.ids.sn;
+  a.i_sb = d.ids.sb;
+  if (blk.has_value()) {
+    a.blk = blk->mutable_data_ptr<int64_t>();
+    a.blk_sn = blk->stride(0);
+    a.blk_sb = blk->stride(1);
+  }
+  a.rows = rows;
+  a.bm1 = d.Bm1;
+  a.vocab = d.V;
+  a.c = d.c;
+  a.slice = (d.V + splits - 1) / splits;
+  a.slice = (a.slice + k::kSelChunk - 1) / k::kSelChunk * k::kSelChunk;
+  const size_t smem = k::topc_select_smem(a.slice);
+  const bool vec = rows_vectorizable(logits, {d.logits.sn, d.logits.sb});
+  auto kernel = vec ? k::topc_select_kernel<T, true> : k::topc_select_kernel<T, false>;
+  if (smem > 48 * 1024) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(smem)));
+  }
+  const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
+                        dim3(k::kSelThreads), smem, at::cuda::getCurrentCUDAStream(device).stream(),
+                        splits);
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, a));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
@@ -345,6 +413,15 @@ void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
   if (validate_enabled()) check_topc_ids(cand);
   XPRESS_DISPATCH_FLOAT(base_c.scalar_type(), "topc_argmax_to_blk", __nv_bfloat16, __half, float,
                         [&] { launch_topc_argmax<scalar_t>(d, base_c, bias_c, cand, blk); });
+}
+
+void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
+                      const std::optional<at::Tensor>& blk) {
+  const TopcSelectDims d = check_topc_select(logits, c, values, ids, blk);
+  const c10::cuda::OptionalCUDAGuard guard(logits.device());
+  if (d.N * d.Bm1 == 0) return;
+  XPRESS_DISPATCH_FLOAT(logits.scalar_type(), "topc_select", __nv_bfloat16, __half, float,
+                        [&] { launch_topc_select<scalar_t>(d, logits, values, ids, blk); });
 }
 
 }  // namespace xpress

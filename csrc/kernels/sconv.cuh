@@ -1,18 +1,21 @@
 // Paged short convolution (SPEC.md "sconv") and its per-token metadata.
 //
-// sconv grid: (ceil(T / 8), ceil(C / (32 * E))); 256 threads = 8 tokens x 32 lanes, each thread
-// owning E consecutive channels of one head (E = one 16-byte vector, or 1 on the scalar path) of
-// one token, so a CTA streams 8 tokens x 32E channels (the tile of seed 002) and the 8 threads
-// sharing channels read their weights from L1.  Per token: the W taps
-// ending at the token's position are read -- from x when the tap's x-row is inside this
-// forward, else from the paged cache through the block table -- the token's input is written to
-// its slot, and conv (+SiLU) (+residual) goes to out.  All W tap addresses are formed first and
-// the W loads issued together, so a token costs three dependent memory latencies (metadata,
-// block table, taps) whatever W is; one token per thread keeps enough of them in flight to
-// stream at HBM bandwidth.  Taps inside the forward never read the cache, so the slot writes of
-// this launch are never read back by it: no ordering between CTAs is needed.  The grid depends
-// only on T and C.  What bounds it: HBM bandwidth (x read, out and cache written, W-1 cached
-// taps at each request's start).
+// sconv grid: (ceil(T / (8 * TPW)), ceil(C / (32 * E))); 256 threads = 8 warps x 32 lanes.  A
+// lane owns E consecutive channels of one head (E = one 16-byte vector, or 1 on the scalar
+// path); warp w owns the TPW tokens w, w + 8, ... of the CTA's 8 * TPW.  Per CTA:
+//   1. stage, all loads independent and in flight together: the tile's x rows go to shared
+//      memory by cp.async (TPW 16-byte vectors per thread, no registers held); one thread per
+//      token reads its metadata and the one or two physical blocks its cached taps can touch
+//      (W <= block_size, so a window spans at most two blocks) into a token record; the
+//      CTA's weights go to shared memory as fp32, tap-major.
+//   2. per token: each of the W taps ending at its position comes from the tile in shared
+//      memory, from x in global memory (inside this forward but before the tile), or from
+//      the paged cache (before this forward); a chunk of tap addresses is formed, their loads
+//      issued together, then the FMAs.  conv (+SiLU) (+residual) goes to out and the token's
+//      x to its cache slot.
+// Taps inside the forward never read the cache, so this launch's slot writes are never read
+// back by it: no ordering between CTAs is needed.  The grid depends only on T, C and the
+// device.  Bound: HBM bandwidth (x read, out and cache written, cached taps at request starts).
 //
 // Ids are data: seq_idx, the logical block, the physical block and the slot are clamped into
 // their tensors for addressing, so no value they hold makes an access leave the tensors.
@@ -25,10 +28,9 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kSconvTokens = 8;   // tokens per CTA
-constexpr int kSconvLanes = 32;   // channel vectors per CTA
-constexpr int kSconvThreads = kSconvTokens * kSconvLanes;
-constexpr int kSconvMaxW = 8;  // taps formed in registers; wider filters loop in chunks of 8
+constexpr int kSconvWarps = 8;
+constexpr int kSconvLanes = 32;  // channel vectors per CTA
+constexpr int kSconvThreads = kSconvWarps * kSconvLanes;
 
 template <typename T>
 struct SconvArgs {
@@ -86,83 +88,156 @@ __device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t
   }
 }
 
-template <typename T, int E>
+// What phase 2 needs of one token, formed once per CTA (not once per channel lane).
+struct SconvToken {
+  int64_t pos, qs;    // absolute position, first x-row of its request
+  int64_t first;      // first tap position inside the sequence: max(pos - (W - 1), 0)
+  int64_t off0;       // first % block_size
+  int64_t blk[2];     // element offsets of the physical blocks of first's block and the next
+  int64_t slot_base;  // element offset of the token's cache slot (without the head's columns)
+  int32_t has, live;  // a token row / a non-padding token (taps and a slot write)
+};
+
+// Shape of one CTA's tile; shared memory = the tile's x rows, its fp32 weights, token records.
+template <typename T, int E, int TPW>
+struct SconvTile {
+  static constexpr int kTokens = kSconvWarps * TPW;
+  static constexpr int kChannels = kSconvLanes * E;
+  static constexpr size_t kXBytes = sizeof(T) * kTokens * kChannels;
+  static constexpr size_t kMetaBytes = sizeof(SconvToken) * kTokens;
+  static constexpr int kTapChunk = 4;  // taps whose loads are in flight together
+  static size_t smem_bytes(int W) { return kXBytes + kMetaBytes + sizeof(float) * W * kChannels; }
+};
+
+template <typename T, int E, int TPW>
 __global__ void __launch_bounds__(kSconvThreads)
     sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
-  const int c0 = (blockIdx.y * kSconvLanes + threadIdx.x % kSconvLanes) * E;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kSconvTokens + threadIdx.x / kSconvLanes;
-  if (c0 >= p.C || t >= p.tokens) return;
-  const int head = c0 / p.ws;
-  const int64_t head_off = head * p.c_sh + p.off_s + c0 % p.ws;  // E channels never straddle a head
+  using Tile = SconvTile<T, E, TPW>;
+  using Vec = Lanes<T, E>;
+  extern __shared__ __align__(16) unsigned char sconv_smem[];
+  Vec* xs = reinterpret_cast<Vec*>(sconv_smem);  // [kTokens][kSconvLanes]
+  SconvToken* meta = reinterpret_cast<SconvToken*>(sconv_smem + Tile::kXBytes);
+  float* wts = reinterpret_cast<float*>(sconv_smem + Tile::kXBytes + Tile::kMetaBytes);  // [W][kChannels]
 
-  const int64_t slot = p.slot_mapping[t];
-  const int64_t pos = p.positions[t];
-  const int64_t qstart = p.query_start[t];
-  const int64_t req = clamp_index(p.seq_idx[t], p.num_reqs);
-  const int32_t* table = p.block_table + req * p.bt_sr;
-  Lanes<T, E> xt;
-  xt.load(p.x + t * p.x_st + c0);
+  const int lane = threadIdx.x % kSconvLanes;
+  const int warp = threadIdx.x / kSconvLanes;
+  const int cta_c = blockIdx.y * Tile::kChannels;
+  const int c0 = cta_c + lane * E;
+  const bool has_c = c0 < p.C;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * Tile::kTokens;
+  const int W = p.W;
+  const int64_t bs = p.block_size;
 
-  float acc[E];
+  // ---- 1. stage (every load below is independent of the others) --------------------------
 #pragma unroll
-  for (int i = 0; i < E; ++i) acc[i] = 0.f;
-  if (slot >= 0) {  // padding rows: no taps, no write
-    // (logical block, offset) of the first tap inside the sequence, by one division per token
-    // (32-bit when it fits: int64 division is a long emulated sequence), then walked tap by tap.
-    const int64_t first = pos - (p.W - 1) > 0 ? pos - (p.W - 1) : 0;
-    int64_t lblk, off;
-    divmod(first, p.block_size, lblk, off);
-    for (int w0 = 0; w0 < p.W; w0 += kSconvMaxW) {
-      // addresses first (nullptr: a zero tap before the sequence start) ...
-      const T* src[kSconvMaxW];
-#pragma unroll
-      for (int j = 0; j < kSconvMaxW; ++j) {
-        const int iw = w0 + j;
-        const int64_t sp = pos - (p.W - 1) + iw;  // absolute window position
-        const int64_t row = t - (p.W - 1) + iw;   // x-row of that position
-        src[j] = nullptr;
-        if (iw < p.W && sp >= 0) {
-          if (row >= qstart && row >= 0) {
-            src[j] = p.x + row * p.x_st + c0;  // inside this forward: the immutable input
-          } else {
-            const int64_t pblk = clamp_index(table[clamp_index(lblk, p.max_blocks)], p.num_blocks);
-            src[j] = p.cache + pblk * p.c_sb + off * p.c_sn + head_off;
-          }
-          if (++off == p.block_size) {  // the next tap's position
-            off = 0;
-            ++lblk;
-          }
-        }
+  for (int i = 0; i < TPW; ++i) {  // the tile's x rows, straight to shared memory
+    const int r = warp + i * kSconvWarps;
+    if (has_c && t0 + r < p.tokens) {
+      const T* src = p.x + (t0 + r) * p.x_st + c0;
+      if constexpr (E * sizeof(T) == 16) {
+        cp_async16(&xs[r * kSconvLanes + lane], src, 16);
+      } else {
+        xs[r * kSconvLanes + lane].load(src);
       }
-      // ... then every load in flight at once
-      Lanes<T, E> tap[kSconvMaxW];
-#pragma unroll
-      for (int j = 0; j < kSconvMaxW; ++j) {
-        if (src[j] != nullptr) tap[j].load(src[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kSconvMaxW; ++j) {
-        if (src[j] == nullptr) continue;
-#pragma unroll
-        for (int i = 0; i < E; ++i) {
-          const float wv = to_float(p.weight[(c0 + i) * p.w_sc + (w0 + j) * p.w_sw]);  // L1-resident
-          acc[i] = fmaf(to_float(tap[j].v[i]), wv, acc[i]);
+    }
+  }
+  cp_async_commit();
+  if (threadIdx.x < Tile::kTokens) {  // one thread per token: metadata and block table
+    const int64_t t = t0 + threadIdx.x;
+    SconvToken m{};
+    if (t < p.tokens) {
+      m.has = 1;
+      const int64_t slot = p.slot_mapping[t];
+      m.pos = p.positions[t];
+      m.qs = p.query_start[t];
+      m.live = slot >= 0;
+      if (m.live) {
+        int64_t blk, off;
+        divmod(slot, bs, blk, off);
+        m.slot_base = clamp_index(blk, p.num_blocks) * p.c_sb + off * p.c_sn;
+        // (logical block, offset) of the first tap: one division per token.
+        m.first = m.pos - (W - 1) > 0 ? m.pos - (W - 1) : 0;
+        int64_t lblk;
+        divmod(m.first, bs, lblk, m.off0);
+        // Cached taps: positions before the first x-row a tap may read, max(query start, 0).
+        // W <= block_size, so they span at most two blocks.
+        const int64_t fwd_row = m.qs > 0 ? m.qs : 0;
+        if (m.first < m.pos - (t - fwd_row)) {
+          const int32_t* table = p.block_table + clamp_index(p.seq_idx[t], p.num_reqs) * p.bt_sr;
+          m.blk[0] = clamp_index(table[clamp_index(lblk, p.max_blocks)], p.num_blocks) * p.c_sb;
+          if (m.off0 + (W - 1) >= bs) {
+            m.blk[1] = clamp_index(table[clamp_index(lblk + 1, p.max_blocks)], p.num_blocks) * p.c_sb;
+          }
         }
       }
     }
-    int64_t blk, slot_off;
-    divmod(slot, p.block_size, blk, slot_off);
-    xt.store(p.cache + clamp_index(blk, p.num_blocks) * p.c_sb + slot_off * p.c_sn + head_off);
+    meta[threadIdx.x] = m;
   }
-  Lanes<T, E> o;
+  for (int e = threadIdx.x; e < W * Tile::kChannels; e += kSconvThreads) {
+    const int c = e / W;  // consecutive threads read consecutive taps: [C, W] rows coalesce
+    const int j = e - c * W;
+    const int ch = cta_c + c;
+    wts[j * Tile::kChannels + c] = ch < p.C ? to_float(p.weight[ch * p.w_sc + j * p.w_sw]) : 0.f;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  if (!has_c) return;
+
+  // ---- 2. taps, out and the cache slot, token by token ------------------------------------
+  const int64_t head_off = (c0 / p.ws) * p.c_sh + p.off_s + c0 % p.ws;  // E never straddle a head
+  constexpr int KC = Tile::kTapChunk;
+#pragma unroll 1
+  for (int i = 0; i < TPW; ++i) {
+    const int r = warp + i * kSconvWarps;
+    const SconvToken& m = meta[r];
+    if (!m.has) continue;
+    const int64_t t = t0 + r;
+    const Vec xt = xs[r * kSconvLanes + lane];
+    float acc[E];
 #pragma unroll
-  for (int i = 0; i < E; ++i) {
-    float v = acc[i];
-    if (p.silu) v = v / (1.0f + expf(-v));
-    if (p.residual) v += to_float(xt.v[i]);
-    o.v[i] = from_float<T>(v);
+    for (int k = 0; k < E; ++k) acc[k] = 0.f;
+    for (int j0 = 0; m.live && j0 < W; j0 += KC) {
+      // addresses first (nullptr: a zero tap before the sequence start) ...
+      const T* src[KC];
+#pragma unroll
+      for (int jj = 0; jj < KC; ++jj) {
+        const int j = j0 + jj;
+        const int64_t sp = m.pos - (W - 1) + j;  // absolute window position
+        const int64_t row = t - (W - 1) + j;     // x-row of that position
+        src[jj] = nullptr;
+        if (j >= W || sp < 0) continue;
+        if (row >= m.qs && row >= 0) {  // inside this forward: the immutable input
+          src[jj] = row >= t0 ? &xs[(row - t0) * kSconvLanes + lane].v[0] : p.x + row * p.x_st + c0;
+        } else {  // before it: the paged cache
+          const int64_t off = m.off0 + (sp - m.first);
+          src[jj] = p.cache + head_off + (off < bs ? m.blk[0] + off * p.c_sn : m.blk[1] + (off - bs) * p.c_sn);
+        }
+      }
+      // ... then every load in flight at once, then the FMAs.
+      Vec tap[KC];
+#pragma unroll
+      for (int jj = 0; jj < KC; ++jj) {
+        if (src[jj] != nullptr) tap[jj].load(src[jj]);
+      }
+#pragma unroll
+      for (int jj = 0; jj < KC; ++jj) {
+        if (src[jj] == nullptr) continue;
+        const float* w = wts + (j0 + jj) * Tile::kChannels + lane * E;
+#pragma unroll
+        for (int k = 0; k < E; ++k) acc[k] = fmaf(to_float(tap[jj].v[k]), w[k], acc[k]);
+      }
+    }
+    if (m.live) xt.store(p.cache + m.slot_base + head_off);
+    Vec o;
+#pragma unroll
+    for (int k = 0; k < E; ++k) {
+      float v = acc[k];
+      if (p.silu) v = v / (1.0f + expf(-v));
+      if (p.residual) v += to_float(xt.v[k]);
+      o.v[k] = from_float<T>(v);
+    }
+    o.store(p.out + t * p.C + c0);
   }
-  o.store(p.out + t * p.C + c0);
 }
 
 // sconv_seq_metadata: per token, the owning request (largest j < num_reqs with

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the CUDA tests (docs/RELIABILITY.md): memcheck, racecheck, initcheck
+# and synccheck, one process per (tool, test file), small shapes (XPRESS_EXT_SANITIZE=1 shrinks
+# the tests' vocabulary), the caching allocator off (with it on, memcheck only sees the
+# allocator's big segments and misses writes past a tensor's end), --error-exitcode 1.
+# First a canary: a planted out-of-bounds write that memcheck must catch, so a clean run means
+# the setup can see one.  compile tests are deselected (they sanitize Inductor's own kernels).
+#   scripts/sanitize.sh OUTDIR [TOOLS] [TEST FILES...]
+# OUTDIR gets summary.txt and logs.tar.gz.  Exit status: non-zero unless the canary is caught
+# and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes share the GPU.
+set -uo pipefail
+out=${1:?usage: scripts/sanitize.sh OUTDIR [TOOLS] [FILES...]}
+tools=${2:-memcheck racecheck initcheck synccheck}
+shift $(( $# >= 2 ? 2 : $# ))
+cd "$(dirname "$0")/.."
+mkdir -p "$out/logs"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTORCH_NO_CUDA_MEMORY_CACHING=1 XPRESS_EXT_SANITIZE=1
+PY=${PYTHON:-python3}
+CS=${COMPUTE_SANITIZER:-compute-sanitizer}
+files=("$@")
+[ ${#files[@]} -eq 0 ] && files=(tests/test_*.py)
+summary="$out/summary.txt"
+: > "$summary"
+start=$(date +%s)
+
+"$CS" --tool memcheck --error-exitcode 1 "$PY" scripts/sanitize_canary.py > "$out/logs/canary.log" 2>&1
+canary_rc=$?
+if [ $canary_rc -ne 0 ] && grep -q "Invalid __global__ write" "$out/logs/canary.log"; then
+  echo "canary: caught (memcheck reported the planted out-of-bounds write, exit $canary_rc)" | tee -a "$summary"
+  canary_ok=1
+else
+  echo "canary: NOT caught (exit $canary_rc) -- the sanitizer setup cannot be trusted" | tee -a "$summary"
+  tail -n 20 "$out/logs/canary.log"
+  canary_ok=0
+fi
+
+run_one() {  # tool file
+  local tool=$1 file=$2 name log extra=""
+  name=$(basename "$file" .py)
+  log="$out/logs/$tool-$name.log"
+  [ "$tool" = racecheck ] && extra="--racecheck-report hazard"
+  "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
+    "$PY" -m pytest -q -x -m cuda -k "not compile" -p no:cacheprovider "$file" > "$log" 2>&1
+  local rc=$?
+  local tests errors
+  tests=$(grep -Eo "[0-9]+ passed" "$log" | tail -n1)
+  errors=$(grep -Eo "ERROR SUMMARY: [0-9]+ error" "$log" | tail -n1)
+  # pytest exit 5 = no CUDA tests in the file
+  echo "$tool $name: exit $rc; ${tests:-0 passed}; ${errors:-no summary}"
+}
+export -f run_one
+export out PY CS
+for tool in $tools; do
+  for f in "${files[@]}"; do echo "$tool $f"; done
+done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'run_one "$0" "$1"' | sort | tee -a "$summary"
+
+echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$summary"
+tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$out/logs"
+bad=$(grep -Ev "exit (0|5);" "$summary" | grep -c "^[a-z]*check ")
+echo "runs with errors: $bad" | tee -a "$summary"
+[ "$canary_ok" -eq 1 ] && [ "$bad" -eq 0 ]

@@ -1,0 +1,263 @@
+"""topc_select: the exact top-c set (stable descending order, ties to the lowest id, NaN
+largest), ascending-id layout, the fused argmax, strided views, errors, graph and compile."""
+
+import math
+
+import pytest
+import torch
+from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, V_FULL, blk_with_sentinel, gen, needs_cuda, rule_argmax
+
+import xpress_ext
+from xpress_ext import reference as ref
+
+BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+
+def rule_topc(row: torch.Tensor, c: int) -> list[int]:
+    """The rule written out without torch.sort: ids ordered by (value descending, id ascending)
+    with every NaN above +inf and -0 == +0; the first c, ascending."""
+    vals = row.float().cpu().tolist()
+
+    def key(i):
+        v = vals[i]
+        return (0, 0.0, i) if math.isnan(v) else (1, -v, i)  # NaNs first, then by value
+
+    return sorted(sorted(range(len(vals)), key=key)[:c])
+
+
+def run(logits, c, blk=None, values=None, ids=None):
+    lead = logits.shape[:-1]
+    if values is None:
+        values = torch.full((*lead, c), 7.0, dtype=logits.dtype, device=logits.device)
+    if ids is None:
+        ids = torch.full((*lead, c), -3, dtype=torch.long, device=logits.device)
+    xpress_ext.topc_select(logits, c, values, ids, blk)
+    return values, ids
+
+
+def assert_selected(logits, c, values, ids):
+    """ids equal the reference's exactly, values are the logits at those ids bit for bit."""
+    ev, ei = ref.topc_select(logits.cpu(), c)
+    assert torch.equal(ids.cpu(), ei)
+    assert torch.equal(values.cpu().view(BITS[values.dtype]), ev.view(BITS[ev.dtype]))
+
+
+def random_logits(shape, dtype, device, seed):
+    return (torch.randn(shape, generator=gen(seed)) * 3).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("V", [111, 100_003, V_FULL])
+@pytest.mark.parametrize("c", [1, 7, 512, "V-1", "V"])
+def test_parity(device, dtype, V, c):
+    c = {"V-1": V - 1, "V": V}.get(c, c)
+    if c > V:
+        pytest.skip("c > V is an error case (test_errors_leave_outputs_untouched)")
+    logits = random_logits((2, 3, V), dtype, device, V + c)
+    values, ids = run(logits, c)
+    assert_selected(logits, c, values, ids)
+    if V == 111:  # the rule written out, independent of torch.sort
+        for r, row in enumerate(logits.reshape(-1, V)):
+            assert ids.reshape(-1, c)[r].tolist() == rule_topc(row, c)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("V,c", [(111, 7), (111, 110), (5000, 1), (5000, 512), (V_FULL, 512), (V_FULL, 7)])
+@pytest.mark.parametrize("distinct", [1, 3, 17])
+def test_heavy_ties(device, dtype, V, c, distinct):
+    """Few distinct values: the c-th value is shared by many ids; the lowest ids must win."""
+    logits = torch.randint(0, distinct, (3, V), generator=gen(V * distinct + c)).to(dtype).to(device)
+    values, ids = run(logits, c)
+    assert_selected(logits, c, values, ids)
+    if V == 111:
+        for r, row in enumerate(logits):
+            assert ids[r].tolist() == rule_topc(row, c)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("V", [111, 70_001])
+def test_nan_inf_zero(device, dtype, V):
+    g = gen(V)
+    rows = torch.randn(6, V, generator=g)
+    rows[0, torch.randperm(V, generator=g)[:5]] = float("nan")  # NaNs are the largest
+    rows[1, :] = float("-inf")  # all -inf: the first c ids
+    rows[2, torch.randperm(V, generator=g)[:9]] = float("inf")
+    rows[2, torch.randperm(V, generator=g)[:4]] = float("nan")
+    rows[3, :] = 0.0
+    rows[3, torch.randperm(V, generator=g)[: V // 2]] = -0.0  # -0 == +0: ties by id
+    rows[4, :] = float("-inf")
+    rows[4, [V - 1, V // 2]] = -1.0e30  # the only finite ones, at the end
+    rows[5, :] = float("nan")  # all NaN: the first c ids
+    logits = rows.to(dtype).to(device)
+    for c in (1, 7, 13, V - 1):
+        blk = blk_with_sentinel(6, 2, device)
+        values, ids = run(logits, c, blk=blk)
+        assert_selected(logits, c, values, ids)
+        assert torch.equal(blk[:, 1].cpu(), rule_argmax(logits))
+        if V == 111:
+            for r, row in enumerate(logits):
+                assert ids[r].tolist() == rule_topc(row, c)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_fused_argmax(device, dtype):
+    """blk[n, 1 + b] = argmax of row n * (B - 1) + b (add_argmax_to_blk's rule with a zero bias);
+    slot 0 and the outputs of the other rows are untouched."""
+    N, B, V = 3, 5, 20_011
+    logits = random_logits((N, B - 1, V), dtype, device, 5)
+    logits[0, 1, [17, 19_000]] = 1.0e4  # a tie for the max: the first id
+    blk = blk_with_sentinel(N, B, device)
+    values, ids = run(logits, 64, blk=blk)
+    expect = ref.add_argmax_to_blk(logits, torch.zeros_like(logits), blk_with_sentinel(N, B, device))
+    assert torch.equal(blk, expect)
+    assert int(blk[0, 2]) == 17
+    assert torch.equal(blk[:, 1:].cpu().reshape(-1), rule_argmax(logits.reshape(-1, V)))
+    assert_selected(logits, 64, values, ids)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_strided_views(device, dtype):
+    """The drafter's base_full[:, 1:, :] read in place, a row-padded 2-D view, a view whose rows
+    are not 16-byte aligned, and strided output views."""
+    N, B, V, c = 2, 4, 30_007, 100
+    full = random_logits((N, B, V), dtype, device, 6)
+    slots = full[:, 1:, :]
+    out_v = torch.full((N, B - 1, c + 5), 9.0, dtype=dtype, device=device)
+    out_i = torch.full((N, B - 1, c + 3), -1, dtype=torch.long, device=device)
+    blk = blk_with_sentinel(N, B, device)
+    xpress_ext.topc_select(slots, c, out_v[..., :c], out_i[..., :c], blk)
+    assert_selected(slots, c, out_v[..., :c], out_i[..., :c])
+    assert (out_v[..., c:] == 9.0).all() and (out_i[..., c:] == -1).all()
+    assert torch.equal(blk[:, 1:].cpu().reshape(-1), rule_argmax(slots.reshape(-1, V)))
+
+    padded = random_logits((5, V + 9), dtype, device, 7)[:, :V]  # row stride V + 9: unaligned rows
+    values, ids = run(padded, c)
+    assert_selected(padded, c, values, ids)
+    shifted = random_logits((3 * V + 1,), dtype, device, 8)[1:].view(3, V)  # misaligned start
+    values, ids = run(shifted, 7)
+    assert_selected(shifted, 7, values, ids)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_no_rows(device):
+    logits = torch.randn(0, 3, 50, device=device)
+    values = torch.empty(0, 3, 5, device=device)
+    ids = torch.empty(0, 3, 5, dtype=torch.long, device=device)
+    xpress_ext.topc_select(logits, 5, values, ids, torch.empty(0, 4, dtype=torch.long, device=device))
+    blk = blk_with_sentinel(2, 1, device)  # B = 1: no slots, nothing written
+    xpress_ext.topc_select(torch.randn(0, 50, device=device), 5, values.view(0, 5), ids.view(0, 5), blk)
+    assert (blk == -7).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_errors_leave_outputs_untouched(device):
+    V, c = 300, 10
+    logits = torch.randn(2, 3, V, device=device)
+    values = torch.full((2, 3, c), 5.0, device=device)
+    ids = torch.full((2, 3, c), -2, dtype=torch.long, device=device)
+    blk = blk_with_sentinel(2, 4, device)
+    bad = [
+        (ValueError, "c must be", dict(c=0)),
+        (ValueError, "c must be", dict(c=V + 1)),
+        (ValueError, "values", dict(values=torch.full((2, 3, c + 1), 5.0, device=device))),
+        (ValueError, "ids", dict(ids=torch.full((2, 2, c), -2, dtype=torch.long, device=device))),
+        (TypeError, "ids", dict(ids=torch.full((2, 3, c), -2, dtype=torch.int32, device=device))),
+        (TypeError, "values", dict(values=torch.full((2, 3, c), 5.0, dtype=torch.float16, device=device))),
+        (TypeError, "logits", dict(logits=torch.zeros(2, 3, V, dtype=torch.int32, device=device))),
+        (ValueError, "logits", dict(logits=torch.randn(2, 3, V, 2, device=device)[..., 0])),
+        (ValueError, "logits", dict(logits=torch.randn(5, V, device=device))),
+        (ValueError, "blk", dict(blk=blk_with_sentinel(2, 3, device))),
+        (TypeError, "blk", dict(blk=torch.zeros(2, 4, dtype=torch.int32, device=device))),
+        (ValueError, "ids", dict(ids=torch.full((2, 3, 1), -2, dtype=torch.long, device=device).expand(2, 3, c))),
+    ]
+    if device == "cuda":
+        bad.append((ValueError, "is on", dict(values=values.cpu())))
+    for err, match, kw in bad:
+        args = dict(logits=logits, c=c, values=values, ids=ids, blk=blk)
+        args.update(kw)
+        with pytest.raises(err, match=match):
+            xpress_ext.topc_select(args["logits"], args["c"], args["values"], args["ids"], args["blk"])
+        assert (values == 5.0).all() and (ids == -2).all() and (blk == -7).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    logits = torch.randn(2, 3, 999, device=device)
+    values = torch.empty(2, 3, 17, device=device)
+    ids = torch.empty(2, 3, 17, dtype=torch.long, device=device)
+    blk = torch.zeros(2, 4, dtype=torch.long, device=device)
+    torch.library.opcheck(torch.ops.xpress_ext.topc_select.default, (logits, 17, values, ids, blk))
+    torch.library.opcheck(torch.ops.xpress_ext.topc_select.default, (logits.view(6, 999), 5, values.view(6, 17)[:, :5], ids.view(6, 17)[:, :5]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph(device):
+    def step(logits, values, ids, blk):
+        xpress_ext.topc_select(logits[:, 1:, :], 32, values, ids, blk)
+        return values.float().sum() + ids.sum()
+
+    full = torch.randn(2, 5, 4000, device=device)
+    values = torch.empty(2, 4, 32, device=device)
+    ids = torch.empty(2, 4, 32, dtype=torch.long, device=device)
+    blk = torch.zeros(2, 5, dtype=torch.long, device=device)
+    torch._dynamo.reset()
+    explain = torch._dynamo.explain(step)(full, values, ids, blk)
+    assert explain.graph_break_count == 0
+    compiled = torch.compile(step, fullgraph=True)
+    compiled(full, values, ids, blk)
+    assert_selected(full[:, 1:, :], 32, values, ids)
+
+
+@needs_cuda
+@pytest.mark.parametrize("rows", [6, 150, 300, 600])
+def test_cuda_cluster_sizes(rows):
+    """Row counts that make the launcher pick clusters of 8, 4, 2 and 1 CTAs per row (132 SMs)."""
+    logits = random_logits((rows, V_FULL), torch.bfloat16, "cuda", rows)
+    blk = blk_with_sentinel(rows, 2, "cuda")
+    values, ids = run(logits, 512, blk=blk)
+    assert_selected(logits, 512, values, ids)
+    assert torch.equal(blk[:, 1].cpu(), logits.float().argmax(-1).cpu())
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_cuda_deterministic(dtype):
+    """Bitwise the same outputs over repeated runs, on tied data where an atomic-ordered
+    compaction would shuffle positions."""
+    logits = torch.randint(0, 3, (8, V_FULL), generator=gen(9)).to(dtype).cuda()
+    first = run(logits, 512)
+    for _ in range(20):
+        again = run(logits, 512)
+        assert torch.equal(again[1], first[1])
+        assert torch.equal(again[0].view(BITS[dtype]), first[0].view(BITS[dtype]))
+
+
+@needs_cuda
+def test_cuda_graph_replay():
+    N, B, V, c = 4, 16, V_FULL, 512
+    full = torch.zeros(N, B, V, dtype=torch.bfloat16, device="cuda")
+    values = torch.empty(N, B - 1, c, dtype=torch.bfloat16, device="cuda")
+    ids = torch.empty(N, B - 1, c, dtype=torch.long, device="cuda")
+    blk = blk_with_sentinel(N, B, "cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        xpress_ext.topc_select(full[:, 1:, :], c, values, ids, blk)  # warm-up
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        xpress_ext.topc_select(full[:, 1:, :], c, values, ids, blk)
+    for it in range(4):
+        full.copy_(random_logits((N, B, V), torch.bfloat16, "cuda", 100 + it))
+        if it == 2:
+            full[:, :, :1000] = 1.0  # heavy ties on the new inputs
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_selected(full[:, 1:, :], c, values, ids)
+        assert torch.equal(blk[:, 1:].cpu().reshape(-1), full[:, 1:, :].float().argmax(-1).cpu().reshape(-1))
+        assert (blk[:, 0] == -7).all()
