@@ -69,7 +69,7 @@ def test_fuzz_vocab_ops(device, case):
     xpress_ext.add_argmax_to_blk(base, bias, blk)
     assert torch.equal(blk, ref.add_argmax_to_blk(base, bias, blk_with_sentinel(N, B, device))), what
 
-    c = pick(g, [1, 2, min(7, V), min(512, V), V, rint(g, 1, V)])
+    c = min(V, pick(g, [1, 2, 7, 512, V, rint(g, 1, V)]))
     values = torch.full((N, B - 1, c), 3.0, dtype=dtype, device=device)
     ids = torch.full((N, B - 1, c), -1, dtype=torch.long, device=device)
     sel_blk = blk_with_sentinel(N, B, device)
