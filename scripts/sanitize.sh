@@ -7,7 +7,8 @@
 # the setup can see one.  compile tests are deselected (they sanitize Inductor's own kernels).
 #   scripts/sanitize.sh OUTDIR [TOOLS] [TEST FILES...]
 # OUTDIR gets summary.txt and logs.tar.gz.  Exit status: non-zero unless the canary is caught
-# and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes share the GPU.
+# and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes share the GPU;
+# SANITIZE_TIMEOUT (default 1800 s) bounds each one (a timed-out run counts as not clean).
 set -uo pipefail
 out=${1:?usage: scripts/sanitize.sh OUTDIR [TOOLS] [FILES...]}
 tools=${2:-memcheck racecheck initcheck synccheck}
@@ -40,9 +41,10 @@ run_one() {  # tool file
   name=$(basename "$file" .py)
   log="$out/logs/$tool-$name.log"
   [ "$tool" = racecheck ] && extra="--racecheck-report hazard"
-  "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
+  timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
     "$PY" -m pytest -q -x -m cuda -k "not compile" -p no:cacheprovider "$file" > "$log" 2>&1
   local rc=$?
+  [ $rc -eq 124 ] && echo "$tool $(basename "$file" .py): TIMED OUT after ${SANITIZE_TIMEOUT:-1800} s (not a clean run)" && return
   local tests errors
   tests=$(grep -Eo "[0-9]+ passed" "$log" | tail -n1)
   errors=$(grep -Eo "ERROR SUMMARY: [0-9]+ error" "$log" | tail -n1)
@@ -50,7 +52,7 @@ run_one() {  # tool file
   echo "$tool $name: exit $rc; ${tests:-0 passed}; ${errors:-no summary}"
 }
 export -f run_one
-export out PY CS
+export out PY CS SANITIZE_TIMEOUT
 for tool in $tools; do
   for f in "${files[@]}"; do echo "$tool $f"; done
 done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'run_one "$0" "$1"' | sort | tee -a "$summary"

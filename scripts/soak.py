@@ -222,6 +222,7 @@ def main(argv=None) -> int:
     p.add_argument("--check-every", type=int, default=1000)
     p.add_argument("--compiled", type=int, default=10_000)
     p.add_argument("--json", default=None)
+    p.add_argument("--skip", default="", help="comma-separated parts to leave out (e.g. 'draft full')")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("the soak run needs a CUDA device")
@@ -232,6 +233,8 @@ def main(argv=None) -> int:
                      ("sconv decode", lambda: soak_sconv(a.replays, a.check_every)),
                      ("compiled", lambda: soak_compiled(a.compiled)),
                      ("compiled sconv peak", compiled_sconv_peak)]:
+        if name in [x.strip() for x in a.skip.split(",") if x.strip()]:
+            continue
         try:
             r = fn()
             r["ok"] = True
