@@ -5,6 +5,7 @@
 # allocator's big segments and misses writes past a tensor's end), --error-exitcode 1.
 # First a canary: a planted out-of-bounds write that memcheck must catch, so a clean run means
 # the setup can see one.  compile tests are deselected (they sanitize Inductor's own kernels).
+# Graph-capture tests run in their own process with the caching allocator on (see run_one).
 #   scripts/sanitize.sh OUTDIR [TOOLS] [TEST FILES...]
 # OUTDIR gets summary.txt and logs.tar.gz.  Exit status: non-zero unless the canary is caught
 # and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes share the GPU;
@@ -36,15 +37,22 @@ else
   canary_ok=0
 fi
 
+# Two runs per (tool, file): the tests that capture CUDA graphs cannot run with the caching
+# allocator off (an allocation inside a capture becomes a cudaMalloc, which capture forbids),
+# so they run in a second process with it on; everything else runs with it off.
 run_one() {  # tool file
-  local tool=$1 file=$2 name log extra=""
+  local tool=$1 file=$2 name log extra="" sel="not compile and not graph and not replay" caching=1
   name=$(basename "$file" .py)
+  if [ "${3:-}" = graphs ]; then
+    name="$name-graphs"; sel="(graph or replay) and not compile"; caching=0
+  fi
   log="$out/logs/$tool-$name.log"
   [ "$tool" = racecheck ] && extra="--racecheck-report hazard"
-  timeout "${SANITIZE_TIMEOUT:-1800}" "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
-    "$PY" -m pytest -q -x -m cuda -k "not compile" -p no:cacheprovider "$file" > "$log" 2>&1
+  PYTORCH_NO_CUDA_MEMORY_CACHING=$caching timeout "${SANITIZE_TIMEOUT:-1800}" \
+    "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
+    "$PY" -m pytest -q -x -m cuda -k "$sel" -p no:cacheprovider "$file" > "$log" 2>&1
   local rc=$?
-  [ $rc -eq 124 ] && echo "$tool $(basename "$file" .py): TIMED OUT after ${SANITIZE_TIMEOUT:-1800} s (not a clean run)" && return
+  [ $rc -eq 124 ] && echo "$tool $name: TIMED OUT after ${SANITIZE_TIMEOUT:-1800} s (not a clean run)" && return
   local tests errors
   tests=$(grep -Eo "[0-9]+ passed" "$log" | tail -n1)
   errors=$(grep -Eo "ERROR SUMMARY: [0-9]+ error" "$log" | tail -n1)
@@ -54,8 +62,11 @@ run_one() {  # tool file
 export -f run_one
 export out PY CS SANITIZE_TIMEOUT
 for tool in $tools; do
-  for f in "${files[@]}"; do echo "$tool $f"; done
-done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'run_one "$0" "$1"' | sort | tee -a "$summary"
+  for f in "${files[@]}"; do
+    echo "$tool $f plain"
+    grep -qE "def test_[a-z0-9_]*(graph|replay)" "$f" && echo "$tool $f graphs"
+  done
+done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'run_one "$0" "$1" "$2"' | sort | tee -a "$summary"
 
 echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$summary"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$out/logs"

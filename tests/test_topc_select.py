@@ -214,10 +214,11 @@ def test_compile_fullgraph(device):
 
 
 @needs_cuda
-@pytest.mark.parametrize("rows", [6, 150, 300, 600])
-def test_cuda_cluster_sizes(rows):
-    """Row counts that make the launcher pick clusters of 8, 4, 2 and 1 CTAs per row (132 SMs)."""
-    logits = random_logits((rows, V_FULL), torch.bfloat16, "cuda", rows)
+@pytest.mark.parametrize("rows,V", [(6, V_FULL), (300, V_FULL), (600, V_FULL), (3, 600_000), (2, 2_000_000)])
+def test_cuda_cluster_sizes(rows, V):
+    """Shapes that make the launcher pick clusters of 2 and 1 CTAs per row (132 SMs), and
+    vocabularies that need 4 and 8 (a CTA's slice holds at most 262,144 elements)."""
+    logits = random_logits((rows, V), torch.bfloat16, "cuda", rows)
     blk = blk_with_sentinel(rows, 2, "cuda")
     values, ids = run(logits, 512, blk=blk)
     assert_selected(logits, 512, values, ids)

@@ -318,9 +318,10 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   if (prop->major < 9) return 1;
   if ((forced == 1 || forced == 2 || forced == 4 || forced == 8) && forced >= needed) return forced;
   int splits = 1;
-  // Measured on the H200 (bf16, V = 151,936, rows = 15): 119 / 88 / 87 / 132 us at 1 / 2 / 4 /
-  // 8 CTAs per row, so the heuristic stops at 4 unless V needs more.
-  constexpr int kPreferredMaxSplits = 4;
+  // Measured on the H200 (bf16, V = 151,936, C = 512): at N = 1 / 4 / 16 (15 / 60 / 240 rows)
+  // 82 / 86 / 233 us with 2 CTAs per row against 144 / 297 / 1149 us with 4 and 331 / 1411 /
+  // 5460 us with 8, so the heuristic stops at 2 unless V needs more.
+  constexpr int kPreferredMaxSplits = 2;
   while (splits < needed || (splits < kPreferredMaxSplits && rows * splits < 4LL * prop->multiProcessorCount &&
                              V / (splits * 2) >= 8LL * k::kSelThreads)) {
     splits *= 2;
