@@ -1,0 +1,31 @@
+"""benchmarks/bench.py --check: fails exactly when an op's ratio to its baseline fell more than
+15 % below the recorded one (CPU: the comparison only, with a recorded file written here)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+bench = pytest.importorskip("bench")
+
+
+def row(op, size, vs_triton, vs_torch):
+    return dict(op=op, size=size, vs_triton=vs_triton, vs_torch=vs_torch)
+
+
+def test_check_fails_only_below_85_percent(tmp_path, monkeypatch):
+    recorded = tmp_path / "results.json"
+    recorded.write_text(json.dumps(dict(rows=[
+        row("add_argmax", 32, 1.00, 4.0),
+        row("topc_select", 1, None, 2.0),  # no Triton baseline: the torch ratio is checked
+        row("sconv", "spec", 1.20, 30.0),
+    ])))
+    monkeypatch.setattr(bench, "RESULTS_JSON", str(recorded))
+    ok = [row("add_argmax", 32, 0.86, 1.0), row("topc_select", 1, None, 1.71), row("sconv", "spec", 1.03, 1.0),
+          row("latent_pass", 1, 0.1, 0.1)]  # an op with no recorded row is not judged
+    assert bench.check(ok) == 0
+    assert bench.check([row("add_argmax", 32, 0.84, 9.0)]) == 1  # Triton ratio checked, not torch
+    assert bench.check([row("topc_select", 1, None, 1.69)]) == 1
+    assert bench.check([row("sconv", "spec", 1.01, 30.0)]) == 1
