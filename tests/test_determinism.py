@@ -4,19 +4,12 @@ and a request's drafts and cache bytes do not depend on batch size, order or pad
 import pytest
 import torch
 from sconv_testing import make_batch, page_view
-from xpress_testing import DEVICES, SANITIZE, gen
+from xpress_testing import DEVICES, SANITIZE, bitwise_equal, gen
 
 import xpress_ext
 from xpress_ext import draft
 
 REPEATS = 10 if SANITIZE else 100
-
-
-def _same(a, b):
-    if a.is_floating_point():
-        return torch.equal(a.view(torch.int16 if a.element_size() == 2 else torch.int32),
-                           b.view(torch.int16 if b.element_size() == 2 else torch.int32))
-    return torch.equal(a, b)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -48,7 +41,7 @@ def test_ops_repeat_bitwise(device):
     first = once()
     for _ in range(REPEATS):
         for x, y in zip(once(), first):
-            assert _same(x, y)
+            assert bitwise_equal(x, y)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -97,6 +90,6 @@ def test_sconv_batch_invariant(device):
             solo_of(b.x, 0), b.weight, page_view(solo_cache, H, N, D), solo_of(b.positions, 0),
             b.block_table, solo_of(b.seq_idx, r), solo_of(b.slot_mapping, -1), qs, b.off_s, b.ws,
             b.block_size, "silu", True)
-        assert _same(solo[n_pad:], out[rows]), f"request {r}: output rows"
+        assert bitwise_equal(solo[n_pad:], out[rows]), f"request {r}: output rows"
         pages = b.block_table[r][b.block_table[r] > 0].long()
-        assert _same(solo_cache[pages], cache[pages]), f"request {r}: cache pages"
+        assert bitwise_equal(solo_cache[pages], cache[pages]), f"request {r}: cache pages"

@@ -32,6 +32,17 @@ def big_memory(test):
     return pytest.mark.skipif(SANITIZE, reason="GiB-sized; not run under compute-sanitizer")(test)
 
 
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal on the bits: float tensors compared as same-size integers, so NaN payloads
+    and -0 / +0 count (torch.equal would call two identical NaN tensors different)."""
+    if a.is_floating_point():
+        ints = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        if a.dtype != b.dtype:
+            return False
+        a, b = a.view(ints[a.element_size()]), b.view(ints[b.element_size()])
+    return torch.equal(a, b)
+
+
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
