@@ -304,9 +304,9 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
 // ---------------------------------------------------------------------------------------------
 // topc_select
 
-// CTAs per row (the cluster size): 1, 2, 4 or 8, doubled until the grid holds several CTAs per
-// SM, and at least enough that a CTA's slice fits its chunk table.  XPRESS_EXT_TOPC_SPLITS
-// forces a size (benchmarking only).
+// CTAs per row (the cluster size): 1, 2, 4 or 8 -- at least enough that a CTA's slice fits its
+// chunk table, and up to 4 while the whole grid still fits the SMs once (below).
+// XPRESS_EXT_TOPC_SPLITS forces a size (benchmarking only).
 int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   const int64_t needed = (V + k::kSelMaxSlice - 1) / k::kSelMaxSlice;
   TORCH_CHECK_VALUE(needed <= (prop->major >= 9 ? k::kSelMaxSplits : 1), "topc_select: logits.shape[-1] (V) = ", V,
@@ -318,11 +318,12 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   if (prop->major < 9) return 1;
   if ((forced == 1 || forced == 2 || forced == 4 || forced == 8) && forced >= needed) return forced;
   int splits = 1;
-  // Measured on the H200 (bf16, V = 151,936, C = 512): at N = 1 / 4 / 16 (15 / 60 / 240 rows)
-  // 82 / 86 / 233 us with 2 CTAs per row against 144 / 297 / 1149 us with 4 and 331 / 1411 /
-  // 5460 us with 8, so the heuristic stops at 2 unless V needs more.
-  constexpr int kPreferredMaxSplits = 2;
-  while (splits < needed || (splits < kPreferredMaxSplits && rows * splits < 4LL * prop->multiProcessorCount &&
+  // Measured on the H200 (bf16, V = 151,936, C = 512, benchmarks/topc_select_phases.cu): a row
+  // split over a cluster pays off only while the clusters leave SMs idle -- 15 rows: 28.7 / 25.2
+  // / 22.0 / 23.0 us with 1 / 2 / 4 / 8 CTAs per row; 60 rows: 28.6 / 25.8 / 27.9; 240 rows:
+  // 44.8 / 61.9 with 1 / 2 -- so: the most CTAs per row, up to 4, with rows * splits <= SMs.
+  constexpr int kPreferredMaxSplits = 4;
+  while (splits < needed || (splits < kPreferredMaxSplits && rows * splits * 2 <= prop->multiProcessorCount &&
                              V / (splits * 2) >= 8LL * k::kSelThreads)) {
     splits *= 2;
   }

@@ -83,6 +83,13 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   __shared__ uint64_t split_best[kArgmaxMaxSplits];
   const int split = blockIdx.x;
   const int splits = gridDim.x;  // == the cluster size
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Tell the peers this CTA runs: their first store into its slots waits for this (a
+  // distributed-shared-memory access to a CTA that may not have started is undefined;
+  // compute-sanitizer's racecheck flagged it).  The matching wait precedes our first store.
+  if (splits > 1) cluster_arrive_relaxed();
+  bool peers_started = splits == 1;
+#endif
 
   for (int64_t row = blockIdx.y; row < p.rows; row += gridDim.y) {
     const int64_t n = row / p.bm1;
@@ -103,6 +110,10 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       namespace cg = cooperative_groups;
       cg::cluster_group cluster = cg::this_cluster();
+      if (!peers_started) {  // uniform in the CTA: every thread takes part in the wait
+        cluster_wait();
+        peers_started = true;
+      }
       if (threadIdx.x == 0) *(cluster.map_shared_rank(split_best, 0) + split) = block_best;
       cluster.sync();
       if (split == 0 && threadIdx.x == 0) {

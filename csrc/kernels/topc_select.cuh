@@ -3,16 +3,21 @@
 // lowest id), written in ascending id order, with the row's argmax optionally into blk.
 //
 // One row per cluster of `splits` CTAs (1..8), each CTA owning a contiguous slice of the row,
-// 512 threads.  Keys are argmax_key's 32-bit keys; selections are radix selects over 12 + 12 +
-// 8-bit digits whose histograms the cluster's CTAs sum through distributed shared memory.
-//   1. Stream the slice once from HBM (16-byte loads, 4 per thread in flight): per 64-element
-//      chunk only its max key (a NaN-propagating max over each vector, one key per vector,
-//      shuffles across the chunk's lanes) -- about one instruction per element, so the pass
-//      runs at memory speed.
+// 512 threads.  Keys are argmax_key's 32-bit keys; selections are radix selects over 8-bit
+// digits from the top (bits that the dtype leaves constant are skipped: 2 passes for bf16, 3
+// for fp16, 4 for fp32, fewer when a digit's bin holds exactly what is still needed).  Each
+// CTA builds a 256-bin histogram in shared memory; one warp sums the cluster's histograms
+// through distributed shared memory (coalesced 16-byte reads) and finds the bin.
+//   1. Stream the slice once from HBM (16-byte loads, kSelUnroll per thread in flight): per
+//      64-element chunk only its max key (a NaN-propagating max over each vector, one key per
+//      vector, shuffles across the chunk's lanes) -- about one instruction per element.
 //   2. tau = the c-th largest chunk max (a radix select over the ~V/64 chunk maxima): at least c
 //      elements have key >= tau, so no element below tau can be in the top c.
-//   3. Participants (key >= tau, typically c plus a few %) are compacted into shared memory in
-//      id order: a warp per chunk whose max reaches tau, ballots, a block scan over chunks.
+//   3. Participants (key >= tau, typically c plus a few %): the chunks whose max reaches tau are
+//      listed in id order (block scan), a thread per listed chunk loads the whole chunk at once
+//      (all its 16-byte loads in flight; the row was just streamed, so mostly L2 hits) and keeps
+//      a 64-bit mask of the participants; a second block scan places them, in id order, in
+//      shared memory.
 //   4. The exact top c of the participants (radix select over them), then a block scan gives
 //      each its output position (ascending id) and the values are re-read from the row.
 // When c exceeds the number of chunks, or some CTA has more participants than its buffer holds
@@ -36,13 +41,28 @@ namespace kernels {
 
 constexpr int kSelThreads = 512;
 constexpr int kSelWarps = kSelThreads / 32;
-constexpr int kSelBins = 4096;  // 12-bit digits
-constexpr int kSelChunk = 64;   // elements summarised by one max key
+constexpr int kSelBins = 256;  // 8-bit digits
+constexpr int kSelChunk = 64;  // elements summarised by one max key (one bit each in a mask)
 constexpr int kSelMaxChunksPerThread = 8;
-constexpr int64_t kSelMaxSlice = static_cast<int64_t>(kSelThreads) * kSelMaxChunksPerThread * kSelChunk;
+constexpr int kSelMaxChunks = kSelThreads * kSelMaxChunksPerThread;
+constexpr int64_t kSelMaxSlice = static_cast<int64_t>(kSelMaxChunks) * kSelChunk;
 constexpr int kSelMaxSplits = 8;
-constexpr int kSelUnroll = 4;
+// Tuning knobs (benchmarks/topc_select_phases.cu builds variants).  Measured on the H200 (bf16,
+// V = 151,936, C = 512): two CTAs per SM (64 registers, 4 loads in flight in the stream) beat one
+// CTA with 128 registers by 1.3x at 480 and 3840 rows -- one CTA's selection phases overlap the
+// other's stream -- and tie with it at 15 and 60 rows.
+#ifndef XPRESS_SEL_MIN_BLOCKS
+#define XPRESS_SEL_MIN_BLOCKS 2
+#endif
+#ifndef XPRESS_SEL_UNROLL
+#define XPRESS_SEL_UNROLL 4
+#endif
+constexpr int kSelUnroll = XPRESS_SEL_UNROLL;
 constexpr int kSelCap = 2048;  // participants a CTA keeps on the fast path
+#ifndef XPRESS_SEL_MASK_BATCH
+#define XPRESS_SEL_MASK_BATCH 8
+#endif
+constexpr int kSelMaskBatch = XPRESS_SEL_MASK_BATCH;      // 16-byte loads in flight per participant chunk
 
 template <typename T>
 struct TopcSelectArgs {
@@ -58,11 +78,18 @@ struct TopcSelectArgs {
   int64_t slice;  // elements per CTA of a row's cluster: a multiple of kSelChunk, <= kSelMaxSlice
 };
 
-// Dynamic shared memory (32-bit words): two histograms (a pass builds one while peers may still
-// read the other; the free one also holds per-chunk counts), the chunk max keys, and the
-// participants' keys and ids.
+// Dynamic shared memory: per chunk of the slice its participant mask (64-bit), its max key and
+// a slot of the list of chunks that reach tau; then the participants' keys and ids.
 __host__ __device__ constexpr size_t topc_select_smem(int64_t slice) {
-  return sizeof(uint32_t) * (2 * kSelBins + (slice + kSelChunk - 1) / kSelChunk + 2 * kSelCap);
+  return static_cast<size_t>((slice + kSelChunk - 1) / kSelChunk) * (sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
+         2 * sizeof(uint32_t) * kSelCap;
+}
+
+// The lowest digit shift a radix select needs: below it, keys whose higher bits agree agree
+// (bf16 leaves the float's 16 low bits constant, fp16 its 13 low bits).
+template <typename T>
+__host__ __device__ constexpr int sel_last_shift() {
+  return sizeof(T) == 4 ? 0 : (std::is_same_v<T, __nv_bfloat16> ? 16 : 8);
 }
 
 template <typename T>
@@ -142,32 +169,93 @@ __device__ __forceinline__ void sel_visit(const T* x, int64_t s, int64_t e, F&& 
 // (k & mask) > prefix are taken, and the `need` first (lowest ids) of those with
 // (k & mask) == prefix.
 struct SelThreshold {
-  uint32_t prefix, mask;
-  uint32_t need;
-  uint32_t bin, above, count;  // the last bin search's result
+  uint32_t prefix, mask, need, done;
 };
 
+// key(v) >= tau as a float comparison: t is the float whose key is tau (keys are the IEEE order,
+// -0 == +0), so for every v, NaN included, key(v) >= tau <=> !(v < t) -- except when tau lies
+// above key(+inf), where only NaN qualifies.  (tau below key(-inf) maps to a NaN t: all pass.)
+struct SelFloor {
+  float t;
+  bool only_nan;
+  __device__ __forceinline__ bool reaches(float v) const { return only_nan ? v != v : !(v < t); }
+};
+__device__ __forceinline__ SelFloor sel_floor(uint32_t tau) {
+  return SelFloor{__uint_as_float((tau & 0x80000000u) ? (tau & 0x7FFFFFFFu) : ~tau), tau > 0xFF800000u};
+}
+
+// The participant mask of the chunk [s, e) of row x: bit i set when element s + i has key >= tau.
+// A whole vectorised chunk's loads are issued before any is used.
 template <typename T, bool kVec>
-__global__ void __launch_bounds__(kSelThreads, 2)
+__device__ __forceinline__ uint64_t sel_chunk_mask(const T* x, int64_t s, int64_t e, const SelFloor& fl) {
+  uint64_t m = 0;
+  if constexpr (kVec) {
+    constexpr int kV = kVecElems<T>;
+    constexpr int kLoads = kSelChunk / kV;
+    constexpr int kBatch = kLoads < kSelMaskBatch ? kLoads : kSelMaskBatch;
+    if (e - s == kSelChunk) {
+#pragma unroll
+      for (int b0 = 0; b0 < kLoads; b0 += kBatch) {
+        Vec16<T> w[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) w[u].raw = *reinterpret_cast<const int4*>(x + s + (b0 + u) * kV);
+        uint32_t bits[2] = {0u, 0u};  // this batch's bits, by halves of the 64-bit mask
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+          for (int k = 0; k < kV; ++k) {
+            const int bit = (b0 + u) * kV + k;
+            bits[bit / 32] |= fl.reaches(to_float(w[u].elem[k])) ? (1u << (bit % 32)) : 0u;
+          }
+        }
+        m |= static_cast<uint64_t>(bits[0]) | (static_cast<uint64_t>(bits[1]) << 32);
+      }
+      return m;
+    }
+  }
+  for (int64_t j = s; j < e; ++j) m |= static_cast<uint64_t>(fl.reaches(to_float(x[j]))) << (j - s);
+  return m;
+}
+
+// Phase timestamps for benchmarks/topc_select_phases.cu: a build that defines
+// XPRESS_SEL_PROBE (as the name of a device array) records clock64() at each phase of a CTA's
+// first row.
+#ifdef XPRESS_SEL_PROBE
+#define XPRESS_SEL_MARK(k)                                                                          \
+  do {                                                                                              \
+    if (tid == 0 && row == blockIdx.y) {                                                            \
+      XPRESS_SEL_PROBE[(blockIdx.y * gridDim.x + blockIdx.x) * 8 + (k)] = clock64();                \
+    }                                                                                               \
+  } while (0)
+#else
+#define XPRESS_SEL_MARK(k) \
+  do {                     \
+  } while (0)
+#endif
+
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     topc_select_kernel(const __grid_constant__ TopcSelectArgs<T> p) {
   namespace cg = cooperative_groups;
   using BlockScan = cub::BlockScan<uint64_t, kSelThreads>;
   using BlockReduce = cub::BlockReduce<uint64_t, kSelThreads>;
-  extern __shared__ uint32_t sel_smem[];
+  extern __shared__ uint64_t sel_smem[];
   __shared__ union {
     typename BlockScan::TempStorage scan;
     typename BlockReduce::TempStorage reduce;
   } temp;
-  __shared__ SelThreshold th;
+  // Two histograms: a pass builds one while the cluster's search warps may still read the other.
+  __shared__ __align__(16) uint32_t hist[2][kSelBins];
+  __shared__ __align__(16) uint32_t hist_sum[kSelBins];  // the cluster's sum, read by warp 0
+  __shared__ SelThreshold th[2];
   __shared__ uint64_t cta_total;  // read by peers after a cluster barrier
   __shared__ uint64_t cta_best;   // packed argmax of this CTA's slice, read by rank 0
-  // Selected with ?: (not through an array of pointers) so the compiler keeps them shared-memory
-  // addresses: ATOMS, not generic atomics.
-  uint32_t* const hist_a = sel_smem;
-  uint32_t* const hist_b = sel_smem + kSelBins;
-  uint32_t* const cand_key = sel_smem + 2 * kSelBins;
+  const int64_t max_chunks = (p.slice + kSelChunk - 1) / kSelChunk;
+  uint64_t* const qmask = sel_smem;
+  uint32_t* const chunk_max = reinterpret_cast<uint32_t*>(qmask + max_chunks);
+  uint32_t* const qlist = chunk_max + max_chunks;
+  uint32_t* const cand_key = qlist + max_chunks;
   uint32_t* const cand_id = cand_key + kSelCap;
-  uint32_t* const chunk_max = cand_id + kSelCap;
 
   const int split = blockIdx.x;
   const int splits = gridDim.x;  // == the cluster size
@@ -189,90 +277,80 @@ __global__ void __launch_bounds__(kSelThreads, 2)
   auto remote = [](auto* ptr, int) { return ptr; };
 #endif
 
-  // Radix select of the `need0` largest of the cluster's items.  visit(prefix, f) calls f(key)
-  // for every item of this CTA (it may skip items with key < prefix, which cannot match).
-  // Histogram buffer hist_a must be free of readers on entry; on return th holds the
-  // threshold and the result says which buffer peers may still read (0: hist_a, 1: hist_b).
-  auto radix_select = [&](uint32_t need0, auto&& visit) -> int {
-    for (int i = tid; i < kSelBins; i += kSelThreads) hist_a[i] = 0;
-    if (tid == 0) {
-      th.prefix = 0;
-      th.mask = 0;
-      th.need = need0;
-    }
-    __syncthreads();
-    visit(0u, [&](uint32_t key) { atomicAdd(&hist_a[key >> 20], 1u); });
-    cluster_sync();
+  // Radix select of the `need0` largest of the cluster's items, 8 bits a pass from the top.
+  // visit(prefix, f) calls f(key) for every item of this CTA (it may skip items with
+  // key < prefix, which cannot match).  Every CTA returns the same threshold.  On entry no
+  // peer may still read this CTA's histograms (a cluster barrier separates calls).
+  constexpr int kLastShift = sel_last_shift<T>();
+  auto radix_select = [&](uint32_t need0, auto&& visit) -> SelThreshold {
+    SelThreshold cur{0u, 0u, need0, 0u};
     for (int pass = 0;; ++pass) {
-      const int shift = pass == 0 ? 20 : (pass == 1 ? 8 : 0);
-      const uint32_t digit_mask = pass == 2 ? 0xFFu : 0xFFFu;
-      const uint32_t* hist = (pass & 1) ? hist_b : hist_a;
-      {  // bin search over the cluster's summed histogram; thread u owns bins from the top
-        uint32_t cnt[kSelBins / kSelThreads];
-        uint32_t sum = 0;
-#pragma unroll
-        for (int k = 0; k < kSelBins / kSelThreads; ++k) {
-          const int bin = kSelBins - 1 - (tid * (kSelBins / kSelThreads) + k);
-          uint32_t part[kSelMaxSplits];  // every rank's count loaded before any is added
-#pragma unroll
-          for (int r = 0; r < kSelMaxSplits; ++r) part[r] = r < splits ? remote(hist, r)[bin] : 0u;
-          uint32_t v = 0;
-#pragma unroll
-          for (int r = 0; r < kSelMaxSplits; ++r) v += part[r];
-          cnt[k] = v;
-          sum += v;
-        }
-        uint64_t above64;
-        BlockScan(temp.scan).ExclusiveSum(static_cast<uint64_t>(sum), above64);
-        uint32_t above = static_cast<uint32_t>(above64);
-        const uint32_t need = th.need;
-#pragma unroll
-        for (int k = 0; k < kSelBins / kSelThreads; ++k) {
-          if (above < need && need <= above + cnt[k]) {
-            th.bin = kSelBins - 1 - (tid * (kSelBins / kSelThreads) + k);
-            th.above = above;
-            th.count = cnt[k];
-          }
-          above += cnt[k];
-        }
-      }
+      const int shift = 24 - 8 * pass;
+      // Readers of this buffer (two passes ago) passed the last pass's cluster barrier.
+      uint32_t* const h = hist[pass & 1];
+      if (tid < kSelBins) h[tid] = 0;
       __syncthreads();
-      const uint32_t need = th.need - th.above;
-      const uint32_t prefix = th.prefix | (th.bin << shift);
-      const uint32_t mask = th.mask | (digit_mask << shift);
-      const bool done = th.count == need || pass == 2;
-      __syncthreads();  // every thread has read th
-      if (tid == 0) {
-        th.need = need;
-        th.prefix = prefix;
-        th.mask = mask;
-      }
-      if (done) {
-        __syncthreads();
-        return pass & 1;
-      }
-      // Next digit's histogram, in the buffer whose readers all passed the last cluster sync.
       // Matching keys are counted in runs of one digit (a tied row is then a few atomics per
       // thread instead of one per element on a single address).
-      uint32_t* next = (pass & 1) ? hist_a : hist_b;
-      for (int i = tid; i < kSelBins; i += kSelThreads) next[i] = 0;
-      __syncthreads();
-      const int next_shift = pass == 0 ? 8 : 0;
-      const uint32_t next_mask = pass == 0 ? 0xFFFu : 0xFFu;
       uint32_t run_digit = 0, run = 0;
-      visit(prefix, [&](uint32_t key) {
-        if ((key & mask) == prefix) {
-          const uint32_t digit = (key >> next_shift) & next_mask;
+      visit(cur.prefix, [&](uint32_t key) {
+        if ((key & cur.mask) == cur.prefix) {
+          const uint32_t digit = (key >> shift) & 0xFFu;
           if (digit != run_digit && run != 0) {
-            atomicAdd(&next[run_digit], run);
+            atomicAdd(&h[run_digit], run);
             run = 0;
           }
           run_digit = digit;
           ++run;
         }
       });
-      if (run != 0) atomicAdd(&next[run_digit], run);
+      if (run != 0) atomicAdd(&h[run_digit], run);
       cluster_sync();
+      // The cluster's histogram: thread t < 256 sums bin t over the ranks (coalesced reads, all
+      // in flight at once) into hist_sum, whose last reader passed the previous pass's barrier.
+      const uint32_t* const total_h = splits > 1 ? hist_sum : h;
+      if (splits > 1) {
+        if (tid < kSelBins) {
+          uint32_t part[kSelMaxSplits];
+#pragma unroll
+          for (int r = 0; r < kSelMaxSplits; ++r) part[r] = r < splits ? remote(h, r)[tid] : 0u;
+          uint32_t v = 0;
+#pragma unroll
+          for (int r = 0; r < kSelMaxSplits; ++r) v += part[r];
+          hist_sum[tid] = v;
+        }
+        __syncthreads();
+      }
+      if (warp == 0) {  // the bin holding the need-th largest: lane l owns 8 bins from the top
+        const int first = kSelBins - 8 * (lane + 1);
+        const uint4 lo4 = *reinterpret_cast<const uint4*>(total_h + first);
+        const uint4 hi4 = *reinterpret_cast<const uint4*>(total_h + first + 4);
+        // cnt[k]: bin first + 7 - k
+        const uint32_t cnt[8] = {hi4.w, hi4.z, hi4.y, hi4.x, lo4.w, lo4.z, lo4.y, lo4.x};
+        uint32_t sum = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) sum += cnt[k];
+        uint32_t incl = sum;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+          const uint32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
+          if (lane >= off) incl += o;
+        }
+        uint32_t above = incl - sum;  // items in the bins above this lane's
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          if (above < cur.need && cur.need <= above + cnt[k]) {
+            const uint32_t need = cur.need - above;
+            th[pass & 1] = SelThreshold{cur.prefix | (static_cast<uint32_t>(first + 7 - k) << shift),
+                                        cur.mask | (0xFFu << shift), need,
+                                        (cnt[k] == need || shift == kLastShift) ? 1u : 0u};
+          }
+          above += cnt[k];
+        }
+      }
+      __syncthreads();
+      cur = th[pass & 1];
+      if (cur.done || shift == kLastShift) return cur;
     }
   };
 
@@ -292,24 +370,26 @@ __global__ void __launch_bounds__(kSelThreads, 2)
 
     for (int i = tid; i < nchunks; i += kSelThreads) chunk_max[i] = 0;
     __syncthreads();
+    XPRESS_SEL_MARK(0);
 
     // ---- 1. one streaming pass: the max key of every chunk ----------------------------------
     if constexpr (kVec) {
       constexpr int kV = kVecElems<T>;
       constexpr int kLanesPerChunk = kSelChunk / kV;  // a chunk = this many consecutive lanes
-      const int64_t nvec = len / kV;
+      const int nvec = static_cast<int>(len / kV);  // slices are < 2^31 elements: 32-bit indices
+      const int4* xs = reinterpret_cast<const int4*>(x + lo);
       // Warp tiles of 32 consecutive vectors, kSelUnroll tiles in flight; the loop bound is
       // uniform in the warp, so the shuffles see every lane.
-      for (int64_t t0 = warp; t0 * 32 < nvec; t0 += static_cast<int64_t>(kSelWarps) * kSelUnroll) {
+      for (int t0 = warp; t0 * 32 < nvec; t0 += kSelWarps * kSelUnroll) {
         int4 v[kSelUnroll];
 #pragma unroll
         for (int u = 0; u < kSelUnroll; ++u) {
-          const int64_t vi = (t0 + u * kSelWarps) * 32 + lane;
-          if (vi < nvec) v[u] = *reinterpret_cast<const int4*>(x + lo + vi * kV);
+          const int vi = (t0 + u * kSelWarps) * 32 + lane;
+          v[u] = vi < nvec ? xs[vi] : make_int4(0, 0, 0, 0);  // no value carried between tiles
         }
 #pragma unroll
         for (int u = 0; u < kSelUnroll; ++u) {
-          const int64_t vi = (t0 + u * kSelWarps) * 32 + lane;
+          const int vi = (t0 + u * kSelWarps) * 32 + lane;
           uint32_t key = vi < nvec ? vec_max_key<T>(v[u]) : 0u;
 #pragma unroll
           for (int off = 1; off < kLanesPerChunk; off <<= 1) {
@@ -320,7 +400,7 @@ __global__ void __launch_bounds__(kSelThreads, 2)
         }
       }
       __syncthreads();
-      for (int64_t j = lo + nvec * kV + tid; j < hi; j += kSelThreads) {  // < kV tail elements
+      for (int64_t j = lo + static_cast<int64_t>(nvec) * kV + tid; j < hi; j += kSelThreads) {  // < kV tail elements
         atomicMax(&chunk_max[(j - lo) / kSelChunk], sel_key(x[j]));
       }
     } else {
@@ -329,38 +409,43 @@ __global__ void __launch_bounds__(kSelThreads, 2)
       }
     }
     __syncthreads();
+    XPRESS_SEL_MARK(1);
 
     // ---- 2-3. tau from the chunk maxima; the participants, compacted ----------------------
-    uint32_t tau = 0;
     bool fast = static_cast<int64_t>(p.c) <= row_chunks;
+    int npart = 0;
     if (fast) {
-      const int busy = radix_select(static_cast<uint32_t>(p.c), [&](uint32_t, auto&& f) {
-        for (int i = tid; i < nchunks; i += kSelThreads) f(chunk_max[i]);
-      });
-      tau = th.prefix;  // >= c chunk maxima are >= it, so >= c elements are
-      uint32_t* ccount = busy ? hist_a : hist_b;  // per-chunk participant counts
-      for (int ch = warp; ch < nchunks; ch += kSelWarps) {
-        uint32_t cnt = 0;
-        if (chunk_max[ch] >= tau) {
-          const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
-          const uint32_t k0 = s + lane < hi ? sel_key(x[s + lane]) : 0u;
-          const uint32_t k1 = s + 32 + lane < hi ? sel_key(x[s + 32 + lane]) : 0u;
-          cnt = __popc(__ballot_sync(0xFFFFFFFFu, k0 >= tau)) + __popc(__ballot_sync(0xFFFFFFFFu, k1 >= tau));
-        }
-        if (lane == 0) ccount[ch] = cnt;
+      const uint32_t tau = radix_select(static_cast<uint32_t>(p.c), [&](uint32_t, auto&& f) {
+                             for (int i = tid; i < nchunks; i += kSelThreads) f(chunk_max[i]);
+                           }).prefix;  // >= c chunk maxima are >= it, so >= c elements are
+      XPRESS_SEL_MARK(2);
+      // The chunks that reach tau, listed in id order.
+      uint64_t mine = 0;
+      for (int ch = my_c0; ch < my_c1; ++ch) mine += chunk_max[ch] >= tau ? 1u : 0u;
+      uint64_t qbase, nq64;
+      BlockScan(temp.scan).ExclusiveSum(mine, qbase, nq64);
+      for (int ch = my_c0, q = static_cast<int>(qbase); ch < my_c1; ++ch) {
+        if (chunk_max[ch] >= tau) qlist[q++] = static_cast<uint32_t>(ch);
       }
       __syncthreads();
-      uint64_t mine = 0;
-      for (int ch = my_c0; ch < my_c1; ++ch) mine += ccount[ch];
-      uint64_t base, total;
-      BlockScan(temp.scan).ExclusiveSum(mine, base, total);
-      for (int ch = my_c0; ch < my_c1; ++ch) {  // counts -> offsets
-        const uint32_t cnt = ccount[ch];
-        ccount[ch] = static_cast<uint32_t>(base);
-        base += cnt;
+      // A thread per listed chunk (blocked, so the participants stay in id order): its mask.
+      const SelFloor floor_tau = sel_floor(tau);
+      const int nq = static_cast<int>(nq64);
+      const int qpt = (nq + kSelThreads - 1) / kSelThreads;
+      const int q0 = tid * qpt < nq ? tid * qpt : nq;
+      const int q1 = q0 + qpt < nq ? q0 + qpt : nq;
+      uint64_t cnt = 0;
+      for (int qi = q0; qi < q1; ++qi) {
+        const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * kSelChunk;
+        const uint64_t m = sel_chunk_mask<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi, floor_tau);
+        qmask[qi] = m;
+        cnt += __popcll(m);
       }
+      uint64_t base, total;
+      BlockScan(temp.scan).ExclusiveSum(cnt, base, total);
       if (tid == 0) cta_total = total;
       cluster_sync();
+      XPRESS_SEL_MARK(3);
       uint64_t most = 0;  // the same decision in every CTA of the cluster
       for (int r = 0; r < splits; ++r) {
         const uint64_t t = *remote(&cta_total, r);
@@ -368,65 +453,55 @@ __global__ void __launch_bounds__(kSelThreads, 2)
       }
       fast = most <= kSelCap;
       if (fast) {
-        for (int ch = warp; ch < nchunks; ch += kSelWarps) {
-          if (chunk_max[ch] < tau) continue;
-          const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
-          const uint32_t k0 = s + lane < hi ? sel_key(x[s + lane]) : 0u;
-          const uint32_t k1 = s + 32 + lane < hi ? sel_key(x[s + 32 + lane]) : 0u;
-          const uint32_t b0 = __ballot_sync(0xFFFFFFFFu, k0 >= tau);
-          const uint32_t b1 = __ballot_sync(0xFFFFFFFFu, k1 >= tau);
-          const uint32_t below = (1u << lane) - 1u;
-          const uint32_t off = ccount[ch];
-          if (k0 >= tau) {
-            const uint32_t pos = off + __popc(b0 & below);
-            cand_key[pos] = k0;
-            cand_id[pos] = static_cast<uint32_t>(s + lane);
-          }
-          if (k1 >= tau) {
-            const uint32_t pos = off + __popc(b0) + __popc(b1 & below);
-            cand_key[pos] = k1;
-            cand_id[pos] = static_cast<uint32_t>(s + 32 + lane);
+        npart = static_cast<int>(total);
+        uint32_t pos = static_cast<uint32_t>(base);
+        for (int qi = q0; qi < q1; ++qi) {
+          const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * kSelChunk;
+          for (uint64_t m = qmask[qi]; m != 0; m &= m - 1) {
+            const int64_t j = s + __ffsll(static_cast<long long>(m)) - 1;
+            cand_key[pos] = sel_key(x[j]);
+            cand_id[pos] = static_cast<uint32_t>(j);
+            ++pos;
           }
         }
-        __syncthreads();
       }
+      __syncthreads();
+      XPRESS_SEL_MARK(4);
     }
-    const int npart = static_cast<int>(fast ? cta_total : 0);
     const int ppt = (npart + kSelThreads - 1) / kSelThreads;  // participants per thread
     const int my_p0 = tid * ppt < npart ? tid * ppt : npart;
     const int my_p1 = my_p0 + ppt < npart ? my_p0 + ppt : npart;
 
     // ---- 4. the exact top c: threshold, positions, writes ----------------------------------
+    const SelThreshold sel =
+        fast ? radix_select(static_cast<uint32_t>(p.c),
+                            [&](uint32_t, auto&& f) {
+                              for (int i = tid; i < npart; i += kSelThreads) f(cand_key[i]);
+                            })
+             : radix_select(static_cast<uint32_t>(p.c), [&](uint32_t prefix, auto&& f) {
+                 for (int ch = my_c0; ch < my_c1; ++ch) {
+                   if (chunk_max[ch] < prefix) continue;  // every matching key is >= prefix
+                   const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
+                   sel_visit<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi,
+                                      [&](int64_t, T v) { f(sel_key(v)); });
+                 }
+               });
+    XPRESS_SEL_MARK(5);
+    const uint32_t prefix = sel.prefix, mask = sel.mask, need = sel.need;
     // ordered(f): f(key, id) for this thread's items in increasing id (participants, or on the
     // fallback the slice's chunks that can match).
     auto ordered = [&](auto&& f) {
       if (fast) {
         for (int i = my_p0; i < my_p1; ++i) f(cand_key[i], static_cast<int64_t>(cand_id[i]));
       } else {
-        const uint32_t floor = th.prefix;
         for (int ch = my_c0; ch < my_c1; ++ch) {
-          if (chunk_max[ch] < floor) continue;
+          if (chunk_max[ch] < prefix) continue;
           const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
           sel_visit<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi,
                              [&](int64_t j, T v) { f(sel_key(v), j); });
         }
       }
     };
-    if (fast) {
-      radix_select(static_cast<uint32_t>(p.c), [&](uint32_t, auto&& f) {
-        for (int i = tid; i < npart; i += kSelThreads) f(cand_key[i]);
-      });
-    } else {
-      radix_select(static_cast<uint32_t>(p.c), [&](uint32_t prefix, auto&& f) {
-        for (int ch = my_c0; ch < my_c1; ++ch) {
-          if (chunk_max[ch] < prefix) continue;  // every matching key is >= prefix
-          const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
-          sel_visit<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi,
-                             [&](int64_t, T v) { f(sel_key(v)); });
-        }
-      });
-    }
-    const uint32_t prefix = th.prefix, mask = th.mask, need = th.need;
     uint64_t mine = 0;  // (gt | eq << 32) over this thread's items
     uint64_t best = 0;  // packed argmax over them (the row's argmax is always an item)
     ordered([&](uint32_t key, int64_t j) {
@@ -444,6 +519,7 @@ __global__ void __launch_bounds__(kSelThreads, 2)
       cta_best = cta_argmax;
     }
     cluster_sync();
+    XPRESS_SEL_MARK(6);
     for (int r = 0; r < split; ++r) base += *remote(&cta_total, r);
     uint32_t gt_before = static_cast<uint32_t>(base);
     uint32_t eq_before = static_cast<uint32_t>(base >> 32);
@@ -473,8 +549,11 @@ __global__ void __launch_bounds__(kSelThreads, 2)
       p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = argmax_unpack_index(v);
     }
     cluster_sync();  // peers are done with this row's shared memory before it is reused
+    XPRESS_SEL_MARK(7);
   }
 }
+
+#undef XPRESS_SEL_MARK
 
 }  // namespace kernels
 }  // namespace xpress

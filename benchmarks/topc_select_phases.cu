@@ -1,0 +1,134 @@
+// Where topc_select's time goes: builds the kernel with XPRESS_SEL_PROBE (clock64() at each
+// phase of a CTA's first row), launches it on random bf16 rows, prints the kernel's time
+// (CUDA events, median) and the mean / max cycles of each phase over the CTAs.
+//
+//   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
+//        benchmarks/topc_select_phases.cu -o /tmp/phases && /tmp/phases ROWS C [SPLITS]
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+__device__ long long g_sel_probe[65536 * 8];
+#define XPRESS_SEL_PROBE g_sel_probe
+#include "kernels/topc_select.cuh"
+
+namespace k = xpress::kernels;
+
+#define CK(x)                                                                      \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+__global__ void fill_normal(__nv_bfloat16* x, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+    uint32_t g = h * 747796405u + 2891336453u;
+    g ^= g >> 13; g *= 0x5bd1e995u; g ^= g >> 15;
+    const float u1 = (h >> 8) * (1.0f / 16777216.0f) + 1e-7f, u2 = (g >> 8) * (1.0f / 16777216.0f);
+    x[i] = __float2bfloat16(3.0f * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+  }
+}
+
+int main(int argc, char** argv) {
+  const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 15;
+  const int64_t c = argc > 2 ? std::atoll(argv[2]) : 512;
+  const int splits = argc > 3 ? std::atoi(argv[3]) : 2;
+  const int64_t V = 151936;
+  using T = __nv_bfloat16;
+  T *x, *vals;
+  int64_t* ids;
+  CK(cudaMalloc(&x, rows * V * sizeof(T)));
+  CK(cudaMalloc(&vals, rows * c * sizeof(T)));
+  CK(cudaMalloc(&ids, rows * c * sizeof(int64_t)));
+  fill_normal<<<1024, 256>>>(x, rows * V, 1234u);
+  k::TopcSelectArgs<T> a{};
+  a.logits = x;
+  a.l_sn = V;
+  a.l_sb = V;
+  a.values = vals;
+  a.v_sn = c;
+  a.v_sb = c;
+  a.ids = ids;
+  a.i_sn = c;
+  a.i_sb = c;
+  a.rows = rows;
+  a.bm1 = 1;
+  a.vocab = V;
+  a.c = c;
+  a.slice = ((V + splits - 1) / splits + k::kSelChunk - 1) / k::kSelChunk * k::kSelChunk;
+  const size_t smem = k::topc_select_smem(a.slice);
+  auto kernel = k::topc_select_kernel<T, true>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = splits;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(splits, (unsigned)std::min<int64_t>(rows, 65535));
+  cfg.blockDim = dim3(k::kSelThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int it = 0; it < 25; ++it) {
+    CK(cudaEventRecord(e0));
+    CK(cudaLaunchKernelEx(&cfg, kernel, a));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (it >= 5) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  // Exactness on the first rows against a stable descending sort of the keys.
+  int bad = 0;
+  {
+    const int64_t check_rows = std::min<int64_t>(rows, 4);
+    std::vector<__nv_bfloat16> hx(check_rows * V), hv(check_rows * c);
+    std::vector<int64_t> hi(check_rows * c);
+    CK(cudaMemcpy(hx.data(), x, hx.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hv.data(), vals, hv.size() * sizeof(T), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hi.data(), ids, hi.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    for (int64_t r = 0; r < check_rows; ++r) {
+      std::vector<std::pair<uint32_t, int64_t>> kv(V);
+      for (int64_t j = 0; j < V; ++j) kv[j] = {xpress::argmax_key(__bfloat162float(hx[r * V + j])), j};
+      std::stable_sort(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first > b.first; });
+      std::vector<int64_t> want(c);
+      for (int64_t i = 0; i < c; ++i) want[i] = kv[i].second;
+      std::sort(want.begin(), want.end());
+      for (int64_t i = 0; i < c; ++i) {
+        if (hi[r * c + i] != want[i]) ++bad;
+      }
+    }
+  }
+  const int ctas = splits * (int)std::min<int64_t>(rows, 65535);
+  std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
+  CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
+  std::printf("rows=%lld c=%lld splits=%d: %.1f us (median), %d wrong ids  phase cycles mean/max:",
+              (long long)rows, (long long)c, splits, ms[ms.size() / 2] * 1e3, bad);
+  const char* names[7] = {"P1stream", "tau", "count", "compact", "radix2", "scan", "emit"};
+  for (int ph = 0; ph < 7; ++ph) {
+    double sum = 0;
+    long long mx = 0;
+    for (int i = 0; i < ctas; ++i) {
+      const long long d = pr[i * 8 + ph + 1] - pr[i * 8 + ph];
+      sum += d;
+      mx = std::max(mx, d);
+    }
+    std::printf(" %s %.0f/%lld", names[ph], sum / ctas, mx);
+  }
+  std::printf("\n");
+  return 0;
+}
