@@ -14,7 +14,10 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(torch.cuda.device_count() < 2
 
 
 def op_calls(dev):
-    """(run, check) pairs: run() launches one op on `dev`; check() compares with the CPU reference."""
+    """(run, check) pairs: run() launches one op on `dev`; check() compares with the CPU reference
+    of the op's inputs as they are when check() runs.  Also returns refresh(), which rewrites the
+    inputs of the first four ops in place (new xh, logits and bias), so a replayed graph that
+    did not capture them fails its checks."""
     calls = []
     inp = latent_inputs(3, 16, 64, 128, 999, torch.bfloat16, dev, seed=1)
     lat = torch.empty(3, 15, 64, dtype=torch.bfloat16, device=dev)
@@ -45,7 +48,12 @@ def op_calls(dev):
     first = torch.empty(12, dtype=torch.int32, device=dev)
     calls.append((lambda: xpress_ext.ops.sconv_seq_metadata(qsl, 3, 10, seq, first, 12),
                   lambda: torch.equal(seq.cpu(), ref.sconv_seq_metadata(qsl.cpu(), 3, 10, 12)[0])))
-    return calls
+
+    def refresh():
+        inp["xh"].copy_(torch.randn(inp["xh"].shape, device=dev).to(inp["xh"].dtype))
+        full.copy_(torch.randn(full.shape, device=dev).to(full.dtype))
+        bias.copy_(torch.randn(bias.shape, device=dev).to(bias.dtype))
+    return calls, refresh
 
 
 def _sconv_out_close(y, b, before, H, N, D):
@@ -66,7 +74,8 @@ def _sconv_ref_cache(b, before, H, N, D):
 
 def test_every_op_on_cuda1_eager():
     torch.cuda.set_device(0)
-    for run, check in op_calls("cuda:1"):
+    calls, _ = op_calls("cuda:1")
+    for run, check in calls:
         run()
         torch.cuda.synchronize(1)
         assert check()
@@ -75,7 +84,7 @@ def test_every_op_on_cuda1_eager():
 
 def test_every_op_on_cuda1_in_a_graph():
     torch.cuda.set_device(0)
-    calls = op_calls("cuda:1")
+    calls, refresh = op_calls("cuda:1")
     with torch.cuda.device(1):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -84,13 +93,18 @@ def test_every_op_on_cuda1_in_a_graph():
                 run()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        # An explicit capture stream of cuda:1: torch.cuda.graph's default one is made once per
+        # process, on whichever device was current at its first use.
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(device=1)):
             for run, _ in calls[:4]:  # the vocabulary and latent ops (sconv writes its cache once)
                 run()
-    graph.replay()
-    torch.cuda.synchronize(1)
-    for _, check in calls[:4]:
-        assert check()
+    for _ in range(2):
+        refresh()
+        graph.replay()
+        torch.cuda.synchronize(1)
+        for _, check in calls[:4]:
+            assert check()
+    assert torch.cuda.current_device() == 0
 
 
 def test_two_devices_two_graphs_alternating():
@@ -107,7 +121,7 @@ def test_two_devices_two_graphs_alternating():
             fn()
             torch.cuda.synchronize(d)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
+            with torch.cuda.graph(g, stream=torch.cuda.Stream(device=d)):
                 fn()
             graphs.append(g)
             bufs.append((full, values, ids, blk))
