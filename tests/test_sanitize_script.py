@@ -1,0 +1,98 @@
+"""scripts/sanitize.sh's bookkeeping, on CPU, with a stand-in for compute-sanitizer
+(COMPUTE_SANITIZER): which runs it starts (plain and graph-capture processes per tool and
+file), which tools get the kernel filter, how each run is classified (clean, errors, no CUDA
+tests), the canary, and the exit status.  The stand-in records its arguments and prints what
+compute-sanitizer would; it runs nothing."""
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE = r"""#!/usr/bin/env bash
+echo "$*" >> "$FAKE_CS_LOG"
+case "$*" in
+  *sanitize_canary.py*)
+    [ -n "$FAKE_CANARY_MISSED" ] && exit 0
+    echo "========= Invalid __global__ write of size 4 bytes"; exit 1;;
+esac
+tool=$2
+file="${@: -1}"
+case "$file" in
+  *test_bad.py) echo "3 passed"; echo "========= ERROR SUMMARY: 2 errors"; exit 1;;
+  *test_nocuda.py) echo "========= Error: Target application terminated before first instrumented API call"; exit 255;;
+esac
+echo "5 passed"
+if [ "$tool" = racecheck ]; then
+  echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+else
+  echo "========= ERROR SUMMARY: 0 errors"
+fi
+"""
+
+
+@pytest.fixture
+def setup(tmp_path):
+    fake = tmp_path / "fake-sanitizer"
+    fake.write_text(FAKE)
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    files = {}
+    for name, body in {
+        "test_good.py": "def test_graph_replay():\n    pass\n",
+        "test_bad.py": "def test_one():\n    pass\n",
+        "test_nocuda.py": "def test_cpu():\n    pass\n",
+    }.items():
+        files[name] = tmp_path / name
+        files[name].write_text(body)
+    return tmp_path, fake, files
+
+
+def run_script(tmp_path, fake, tools, files, **env):
+    out = tmp_path / "out"
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    full_env = dict(os.environ, COMPUTE_SANITIZER=str(fake), FAKE_CS_LOG=str(log), SANITIZE_JOBS="2", **env)
+    p = subprocess.run(["bash", str(ROOT / "scripts" / "sanitize.sh"), str(out), tools, *map(str, files)],
+                       env=full_env, capture_output=True, text=True, timeout=120)
+    summary = (out / "summary.txt").read_text()
+    return p.returncode, summary, log.read_text().splitlines()
+
+
+def test_classifies_runs_and_fails_on_errors(setup):
+    tmp_path, fake, files = setup
+    rc, summary, calls = run_script(tmp_path, fake, "memcheck racecheck", files.values())
+    assert rc != 0
+    assert "canary: caught" in summary
+    lines = summary.splitlines()
+    assert "memcheck test_good: exit 0; 5 passed; ERROR SUMMARY: 0 error" in lines
+    assert "racecheck test_good: exit 0; 5 passed; RACECHECK SUMMARY: 0 hazard" in lines
+    assert "memcheck test_good-graphs: exit 0; 5 passed; ERROR SUMMARY: 0 error" in lines
+    assert not any("test_bad-graphs" in line for line in lines)  # no graph tests in that file
+    assert "memcheck test_bad: exit 1; 3 passed; ERROR SUMMARY: 2 error" in lines
+    assert "memcheck test_nocuda: exit 5; 0 passed; no summary" in lines  # no CUDA call: no tests
+    assert "runs with errors: 2" in lines  # test_bad under each tool, nothing else
+    # The kernel filter goes to racecheck (and initcheck) only.
+    runs = [c for c in calls if "sanitize_canary" not in c]
+    assert len(runs) == 2 * 4  # 2 tools x (3 files + 1 graph run)
+    assert all("--kernel-name kns=xpress" in c for c in runs if "--tool racecheck" in c)
+    assert not any("--kernel-name" in c for c in runs if "--tool memcheck" in c)
+
+
+def test_clean_run_passes_and_filter_can_be_disabled(setup):
+    tmp_path, fake, files = setup
+    rc, summary, calls = run_script(tmp_path, fake, "initcheck synccheck", [files["test_good.py"], files["test_nocuda.py"]],
+                                    SANITIZE_KERNELS="")
+    assert rc == 0, summary
+    assert "runs with errors: 0" in summary.splitlines()
+    assert not any("--kernel-name" in c for c in calls)
+
+
+def test_missed_canary_fails(setup):
+    tmp_path, fake, files = setup
+    rc, summary, _ = run_script(tmp_path, fake, "memcheck", [files["test_good.py"]], FAKE_CANARY_MISSED="1")
+    assert rc != 0
+    assert "canary: NOT caught" in summary
