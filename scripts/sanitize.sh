@@ -26,6 +26,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1 XPRESS_EXT_SANITIZE=1
 PY=${PYTHON:-python3}
 CS=${COMPUTE_SANITIZER:-compute-sanitizer}
+kernel_filter=${SANITIZE_KERNELS-kns=xpress}
 files=("$@")
 [ ${#files[@]} -eq 0 ] && files=(tests/test_*.py)
 summary="$out/summary.txt"
@@ -54,8 +55,8 @@ run_one() {  # tool file
   fi
   log="$out/logs/$tool-$name.log"
   [ "$tool" = racecheck ] && extra="--racecheck-report hazard"
-  if [ "$tool" = racecheck ] || [ "$tool" = initcheck ]; then
-    [ -n "${SANITIZE_KERNELS-kns=xpress}" ] && extra="$extra --kernel-name ${SANITIZE_KERNELS-kns=xpress}"
+  if [ -n "$kernel_filter" ] && { [ "$tool" = racecheck ] || [ "$tool" = initcheck ]; }; then
+    extra="$extra --kernel-name $kernel_filter"
   fi
   PYTORCH_NO_CUDA_MEMORY_CACHING=$caching timeout "${SANITIZE_TIMEOUT:-1800}" \
     "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
@@ -71,7 +72,7 @@ run_one() {  # tool file
   echo "$tool $name: exit $rc; ${tests:-0 passed}; ${errors:-no summary}"
 }
 export -f run_one
-export out PY CS SANITIZE_TIMEOUT SANITIZE_KERNELS
+export out PY CS SANITIZE_TIMEOUT kernel_filter
 for tool in $tools; do
   for f in "${files[@]}"; do
     echo "$tool $f plain"
