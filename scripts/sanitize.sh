@@ -8,8 +8,13 @@
 # Graph-capture tests run in their own process with the caching allocator on (see run_one).
 #   scripts/sanitize.sh OUTDIR [TOOLS] [TEST FILES...]
 # OUTDIR gets summary.txt and logs.tar.gz.  Exit status: non-zero unless the canary is caught
-# and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes share the GPU;
-# SANITIZE_TIMEOUT (default 1800 s) bounds each one (a timed-out run counts as not clean).
+# and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes run at a time,
+# spread round-robin over SANITIZE_GPUS GPUs (default: all that nvidia-smi lists; each process
+# sees one, except test_multi_gpu's, which see them all); SANITIZE_TIMEOUT (default 1800 s)
+# bounds each one (a timed-out run counts as not clean).  SANITIZE_SHARDS splits a file's plain
+# run over several processes (tests/conftest.py's XPRESS_EXT_SHARD=i/k): a default count and
+# per-file overrides, e.g. "2 test_sconv=4 test_add_argmax=4" (default "1").
+# SANITIZE_OPTS_<tool> adds compute-sanitizer options to that tool's runs.
 # racecheck and initcheck instrument only this package's kernels (SANITIZE_KERNELS, default
 # "kns=xpress", compute-sanitizer's --kernel-name filter; empty = every kernel): unfiltered,
 # they spend their time in torch's own kernels (racecheck ran 10-100x longer and timed out)
@@ -47,18 +52,23 @@ fi
 # Two runs per (tool, file): the tests that capture CUDA graphs cannot run with the caching
 # allocator off (an allocation inside a capture becomes a cudaMalloc, which capture forbids),
 # so they run in a second process with it on; everything else runs with it off.
-run_one() {  # tool file
-  local tool=$1 file=$2 name log extra="" sel="not compile and not graph and not replay" caching=1
+run_one() {  # tool file plain|graphs shard(i/k) gpu
+  local tool=$1 file=$2 shard=$4 gpu=$5 name log extra="" sel="not compile and not graph and not replay" caching=1
   name=$(basename "$file" .py)
-  if [ "${3:-}" = graphs ]; then
+  if [ "$3" = graphs ]; then
     name="$name-graphs"; sel="(graph or replay) and not compile"; caching=0
   fi
+  [ "$shard" != 0/1 ] && name="$name.shard${shard%/*}of${shard#*/}"
   log="$out/logs/$tool-$name.log"
   [ "$tool" = racecheck ] && extra="--racecheck-report hazard"
+  local more="SANITIZE_OPTS_$tool"  # e.g. SANITIZE_OPTS_racecheck="--racecheck-memcpy-async no"
+  extra="$extra ${!more:-}"
   if [ -n "$kernel_filter" ] && { [ "$tool" = racecheck ] || [ "$tool" = initcheck ]; }; then
     extra="$extra --kernel-name $kernel_filter"
   fi
-  PYTORCH_NO_CUDA_MEMORY_CACHING=$caching timeout "${SANITIZE_TIMEOUT:-1800}" \
+  local devices=()
+  [ "$gpu" != all ] && devices=(CUDA_VISIBLE_DEVICES="$gpu")
+  env "${devices[@]}" XPRESS_EXT_SHARD="$shard" PYTORCH_NO_CUDA_MEMORY_CACHING=$caching timeout "${SANITIZE_TIMEOUT:-1800}" \
     "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
     "$PY" -m pytest -q -x -m cuda -k "$sel" -p no:cacheprovider "$file" > "$log" 2>&1
   local rc=$?
@@ -72,13 +82,34 @@ run_one() {  # tool file
   echo "$tool $name: exit $rc; ${tests:-0 passed}; ${errors:-no summary}"
 }
 export -f run_one
-export out PY CS SANITIZE_TIMEOUT kernel_filter
+export out PY CS SANITIZE_TIMEOUT kernel_filter ${!SANITIZE_OPTS_*}
+shards_of() {  # file -> number of processes for its plain run
+  local n=1 entry base
+  base=$(basename "$1" .py)
+  for entry in ${SANITIZE_SHARDS:-1}; do
+    case "$entry" in
+      *=*) [ "${entry%%=*}" = "$base" ] && { echo "${entry#*=}"; return; } ;;
+      *) n=$entry ;;
+    esac
+  done
+  echo "$n"
+}
+ngpu=${SANITIZE_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")}
+[ "${ngpu:-0}" -ge 1 ] 2>/dev/null || ngpu=1
+job=0
 for tool in $tools; do
   for f in "${files[@]}"; do
-    echo "$tool $f plain"
-    grep -qE "def test_[a-z0-9_]*(graph|replay)" "$f" && echo "$tool $f graphs"
+    k=$(shards_of "$f")
+    runs=()
+    for ((i = 0; i < k; i++)); do runs+=("plain $i/$k"); done
+    grep -qE "def test_[a-z0-9_]*(graph|replay)" "$f" && runs+=("graphs 0/1")
+    for r in "${runs[@]}"; do
+      gpu=$(( job++ % ngpu ))
+      case "$f" in *test_multi_gpu*) gpu=all ;; esac
+      echo "$tool $f $r $gpu"
+    done
   done
-done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'run_one "$0" "$1" "$2"' | sort | tee -a "$summary"
+done | xargs -P "${SANITIZE_JOBS:-6}" -L 1 bash -c 'run_one "$0" "$1" "$2" "$3" "$4"' | sort | tee -a "$summary"
 
 echo "wall time: $(( $(date +%s) - start )) s" | tee -a "$summary"
 tar -czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$out/logs"

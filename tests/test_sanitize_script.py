@@ -7,6 +7,7 @@ compute-sanitizer would; it runs nothing."""
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FAKE = r"""#!/usr/bin/env bash
-echo "$*" >> "$FAKE_CS_LOG"
+echo "$* shard=$XPRESS_EXT_SHARD gpu=${CUDA_VISIBLE_DEVICES-all}" >> "$FAKE_CS_LOG"
 case "$*" in
   *sanitize_canary.py*)
     [ -n "$FAKE_CANARY_MISSED" ] && exit 0
@@ -22,6 +23,7 @@ case "$*" in
 esac
 tool=$2
 file="${@: -1}"
+echo "$*" | grep -q "no-such-option" && { echo "Unknown option"; exit 1; }
 case "$file" in
   *test_bad.py) echo "3 passed"; echo "========= ERROR SUMMARY: 2 errors"; exit 1;;
   *test_nocuda.py) echo "========= Error: Target application terminated before first instrumented API call"; exit 255;;
@@ -55,7 +57,8 @@ def run_script(tmp_path, fake, tools, files, **env):
     out = tmp_path / "out"
     log = tmp_path / "calls.log"
     log.write_text("")
-    full_env = dict(os.environ, COMPUTE_SANITIZER=str(fake), FAKE_CS_LOG=str(log), SANITIZE_JOBS="2", **env)
+    full_env = dict(os.environ, COMPUTE_SANITIZER=str(fake), FAKE_CS_LOG=str(log), SANITIZE_JOBS="2")
+    full_env.update({"SANITIZE_GPUS": "1", **env})
     p = subprocess.run(["bash", str(ROOT / "scripts" / "sanitize.sh"), str(out), tools, *map(str, files)],
                        env=full_env, capture_output=True, text=True, timeout=120)
     summary = (out / "summary.txt").read_text()
@@ -96,3 +99,55 @@ def test_missed_canary_fails(setup):
     rc, summary, _ = run_script(tmp_path, fake, "memcheck", [files["test_good.py"]], FAKE_CANARY_MISSED="1")
     assert rc != 0
     assert "canary: NOT caught" in summary
+
+
+def test_shards_gpus_and_tool_options(setup):
+    """SANITIZE_SHARDS splits a file's plain run into XPRESS_EXT_SHARD=i/k processes (graph run
+    unsplit), runs go round-robin over SANITIZE_GPUS, and SANITIZE_OPTS_<tool> reaches that
+    tool only."""
+    tmp_path, fake, files = setup
+    multi = tmp_path / "test_multi_gpu.py"
+    multi.write_text("def test_two():\n    pass\n")
+    rc, summary, calls = run_script(tmp_path, fake, "memcheck racecheck", [files["test_good.py"], files["test_nocuda.py"], multi],
+                                    SANITIZE_SHARDS="1 test_good=3", SANITIZE_GPUS="2",
+                                    SANITIZE_OPTS_racecheck="--racecheck-memcpy-async no")
+    assert rc == 0, summary
+    lines = summary.splitlines()
+    for tool in ("memcheck", "racecheck"):
+        for i in range(3):
+            assert any(line.startswith(f"{tool} test_good.shard{i}of3: exit 0; 5 passed") for line in lines), summary
+        assert any(line.startswith(f"{tool} test_good-graphs: exit 0") for line in lines)
+        assert any(line.startswith(f"{tool} test_nocuda: exit 5") for line in lines)
+    runs = [c for c in calls if "sanitize_canary" not in c]
+    assert len(runs) == 2 * (3 + 1 + 1 + 1)
+    good_plain = sorted(c.split(" shard=")[1].split()[0] for c in runs if c.split(" shard=")[0].endswith("test_good.py")
+                        and "not graph" in c and "--tool memcheck" in c)
+    assert good_plain == ["0/3", "1/3", "2/3"]
+    gpus = [c.rsplit("gpu=", 1)[1] for c in runs]
+    assert {g for c, g in zip(runs, gpus) if "test_multi_gpu" not in c} == {"0", "1"}
+    assert all(g == "all" for c, g in zip(runs, gpus) if "test_multi_gpu" in c)
+    assert all("--racecheck-memcpy-async no" in c for c in runs if "--tool racecheck" in c)
+    assert not any("--racecheck-memcpy-async" in c for c in runs if "--tool memcheck" in c)
+
+
+def _collected(shard, *args):
+    env = dict(os.environ, XPRESS_EXT_SHARD=shard)
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 5), p.stdout + p.stderr
+    return [line for line in p.stdout.splitlines() if "::" in line]
+
+
+def test_shard_option_partitions_the_selection():
+    """tests/conftest.py's XPRESS_EXT_SHARD=i/k: the k shards of a -k selection are disjoint,
+    together are the whole selection, and are near-equal in size; a bad spec is a usage error."""
+    args = ("-k", "not validate", "tests/test_errors.py")
+    whole = _collected("", *args)
+    shards = [_collected(f"{i}/3", *args) for i in range(3)]
+    assert len(whole) > 10
+    assert sorted(sum(shards, [])) == sorted(whole)
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    bad = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                         cwd=ROOT, env=dict(os.environ, XPRESS_EXT_SHARD="3/3"), capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 4 and "XPRESS_EXT_SHARD" in bad.stdout + bad.stderr
