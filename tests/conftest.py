@@ -34,3 +34,11 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
     items[:] = keep
+
+
+def pytest_configure(config):
+    if os.environ.get("XPRESS_EXT_FP32_MATMUL") == "1":
+        from xpress_testing import Fp32Matmul
+
+        config._xpress_fp32_matmul = Fp32Matmul()
+        config._xpress_fp32_matmul.__enter__()

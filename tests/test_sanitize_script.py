@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 FAKE = r"""#!/usr/bin/env bash
-echo "$* shard=$XPRESS_EXT_SHARD gpu=${CUDA_VISIBLE_DEVICES-all}" >> "$FAKE_CS_LOG"
+echo "$* fp32mm=$XPRESS_EXT_FP32_MATMUL shard=$XPRESS_EXT_SHARD gpu=${CUDA_VISIBLE_DEVICES-all}" >> "$FAKE_CS_LOG"
 case "$*" in
   *sanitize_canary.py*)
     [ -n "$FAKE_CANARY_MISSED" ] && exit 0
@@ -120,14 +120,19 @@ def test_shards_gpus_and_tool_options(setup):
         assert any(line.startswith(f"{tool} test_nocuda: exit 5") for line in lines)
     runs = [c for c in calls if "sanitize_canary" not in c]
     assert len(runs) == 2 * (3 + 1 + 1 + 1)
-    good_plain = sorted(c.split(" shard=")[1].split()[0] for c in runs if c.split(" shard=")[0].endswith("test_good.py")
-                        and "not graph" in c and "--tool memcheck" in c)
+    good_plain = sorted(c.split(" shard=")[1].split()[0] for c in runs
+                        if "test_good.py fp32mm=" in c and "not graph" in c and "--tool memcheck" in c)
     assert good_plain == ["0/3", "1/3", "2/3"]
     gpus = [c.rsplit("gpu=", 1)[1] for c in runs]
     assert {g for c, g in zip(runs, gpus) if "test_multi_gpu" not in c} == {"0", "1"}
     assert all(g == "all" for c, g in zip(runs, gpus) if "test_multi_gpu" in c)
     assert all("--racecheck-memcpy-async no" in c for c in runs if "--tool racecheck" in c)
     assert not any("--racecheck-memcpy-async" in c for c in runs if "--tool memcheck" in c)
+    # half-precision matmuls in float32 under racecheck only
+    assert all(("fp32mm=1" in c) == ("--tool racecheck" in c) for c in runs)
+    # every run's line also lands in runs.txt as it ends
+    done = (tmp_path / "out" / "runs.txt").read_text().splitlines()
+    assert sorted(done) == sorted(line for line in lines if line.startswith(("memcheck ", "racecheck ")))
 
 
 def _collected(shard, *args):
@@ -151,3 +156,26 @@ def test_shard_option_partitions_the_selection():
                          cwd=ROOT, env=dict(os.environ, XPRESS_EXT_SHARD="3/3"), capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 4 and "XPRESS_EXT_SHARD" in bad.stdout + bad.stderr
+
+
+def test_fp32_matmul_mode():
+    """The racecheck-only mode: half-precision matmuls give float32 math rounded once to the
+    inputs' dtype, other dtypes and ops pass through."""
+    import torch
+    import torch.nn.functional as F
+    from xpress_testing import Fp32Matmul, gen
+
+    a = torch.randn(7, 33, generator=gen(1)).bfloat16()
+    b = torch.randn(33, 5, generator=gen(2)).bfloat16()
+    m = torch.randn(3, 7, 33, generator=gen(3)).half()
+    with Fp32Matmul():
+        y, yl = a @ b, F.linear(a, b.t())
+        ye = torch.einsum("nk,km->nm", a, b)
+        yb = torch.bmm(m, m.transpose(1, 2))
+        yd = a.double() @ b.double()
+        s = a + 1
+    want = (a.float() @ b.float()).bfloat16()
+    assert y.dtype == yl.dtype == ye.dtype == torch.bfloat16 and yb.dtype == torch.float16
+    assert torch.equal(y, want) and torch.equal(yl, want) and torch.equal(ye, want)
+    assert torch.equal(yb, torch.bmm(m.float(), m.float().transpose(1, 2)).half())
+    assert yd.dtype == torch.float64 and s.dtype == torch.bfloat16

@@ -129,3 +129,30 @@ def rounded_scores(base: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
 
 def blk_with_sentinel(N, B, device, value=-7):
     return torch.full((N, B), value, dtype=torch.long, device=device)
+
+
+class Fp32Matmul(torch.overrides.TorchFunctionMode):
+    """Half-precision matmuls (matmul, mm, bmm, linear, einsum, addmm, baddbmm) computed in
+    float32 and rounded back to the inputs' dtype.  Only for compute-sanitizer's racecheck
+    (scripts/sanitize.sh sets XPRESS_EXT_FP32_MATMUL=1 there; tests/conftest.py enters it): with
+    racecheck's kernel filter, torch's own bf16/fp16 cuBLAS kernels die with "Internal Sanitizer
+    Error: ... hardware exception" in a program with no xpress_ext code, while float32 ones run;
+    this package's kernels and their inputs are unchanged."""
+
+    HALF = (torch.float16, torch.bfloat16)
+    OPS = {
+        torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.__rmatmul__,
+        torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm, torch.nn.functional.linear,
+        torch.einsum, torch.addmm, torch.baddbmm,
+    }
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.OPS and "out" not in kwargs:
+            flat = torch.utils._pytree.tree_leaves((args, kwargs))
+            halves = [t for t in flat if isinstance(t, torch.Tensor) and t.dtype in self.HALF]
+            if halves:
+                up = torch.utils._pytree.tree_map_only(
+                    torch.Tensor, lambda t: t.float() if t.dtype in self.HALF else t, (args, kwargs))
+                return func(*up[0], **up[1]).to(halves[0].dtype)
+        return func(*args, **kwargs)
