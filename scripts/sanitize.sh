@@ -9,18 +9,18 @@
 #   scripts/sanitize.sh OUTDIR [TOOLS] [TEST FILES...]
 # OUTDIR gets summary.txt and logs.tar.gz.  Exit status: non-zero unless the canary is caught
 # and every (tool, file) run is clean.  SANITIZE_JOBS (default 6) processes run at a time,
-# spread round-robin over SANITIZE_GPUS GPUs (default: all that nvidia-smi lists; each process
-# sees one, except test_multi_gpu's, which see them all); SANITIZE_TIMEOUT (default 1800 s)
+# spread round-robin over the GPU ids in SANITIZE_GPUS (default: all that nvidia-smi lists;
+# each process sees one, except test_multi_gpu's, which see them all); SANITIZE_TIMEOUT (default 1800 s)
 # bounds each one (a timed-out run counts as not clean).  SANITIZE_SHARDS splits a file's plain
 # run over several processes (tests/conftest.py's XPRESS_EXT_SHARD=i/k): a default count and
 # per-file overrides, e.g. "2 test_sconv=4 test_add_argmax=4" (default "1").
 # SANITIZE_OPTS_<tool> adds compute-sanitizer options to that tool's runs.
-# racecheck and initcheck instrument only this package's kernels (SANITIZE_KERNELS, default
-# "kns=xpress", compute-sanitizer's --kernel-name filter; empty = every kernel): unfiltered,
-# they spend their time in torch's own kernels (racecheck ran 10-100x longer and timed out)
-# and report on them (hazards in torch's argmax reduction; initcheck flags reads of cuBLAS
-# matmul outputs, also in a program with no xpress_ext code at all).  memcheck and synccheck
-# check every kernel.
+# racecheck instruments only this package's kernels (SANITIZE_KERNELS, default "kns=xpress",
+# compute-sanitizer's --kernel-name filter; empty = every kernel): unfiltered, it spends its
+# time in torch's own kernels (10-100x longer, timed out) and reports hazards in them (torch's
+# argmax reduction, cuBLAS's nvjet kernels).  initcheck must see every kernel: filtered, it
+# does not see torch's kernels write the tests' inputs and reports every read of them.
+# memcheck and synccheck check every kernel.
 set -uo pipefail
 out=${1:?usage: scripts/sanitize.sh OUTDIR [TOOLS] [FILES...]}
 tools=${2:-memcheck racecheck initcheck synccheck}
@@ -66,10 +66,13 @@ run_one() {  # tool file plain|graphs shard(i/k) gpu
   # in torch's bf16/fp16 cuBLAS kernels, also in a program with no xpress_ext code; float32
   # ones run.  The tests' own half-precision matmuls (references, the head's projections) are
   # then done in float32 (tests/xpress_testing.py Fp32Matmul); this package's kernels are not.
-  [ "$tool" = racecheck ] && extra="--racecheck-report hazard" && fp32_matmul=1
+  # initcheck does not see what torch's half-precision cuBLAS kernels write (every read of
+  # their outputs is reported, also with no xpress_ext code): the same float32 matmuls there.
+  [ "$tool" = racecheck ] && extra="--racecheck-report hazard"
+  { [ "$tool" = racecheck ] || [ "$tool" = initcheck ]; } && fp32_matmul=1
   local more="SANITIZE_OPTS_$tool"  # e.g. SANITIZE_OPTS_racecheck="--racecheck-memcpy-async no"
   extra="$extra ${!more:-}"
-  if [ -n "$kernel_filter" ] && { [ "$tool" = racecheck ] || [ "$tool" = initcheck ]; }; then
+  if [ -n "$kernel_filter" ] && [ "$tool" = racecheck ]; then
     extra="$extra --kernel-name $kernel_filter"
   fi
   local devices=()
@@ -101,8 +104,9 @@ shards_of() {  # file -> number of processes for its plain run
   done
   echo "$n"
 }
-ngpu=${SANITIZE_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")}
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU")
 [ "${ngpu:-0}" -ge 1 ] 2>/dev/null || ngpu=1
+read -ra gpus <<< "${SANITIZE_GPUS:-$(seq -s " " 0 $((ngpu - 1)))}"
 job=0
 for tool in $tools; do
   for f in "${files[@]}"; do
@@ -111,7 +115,7 @@ for tool in $tools; do
     for ((i = 0; i < k; i++)); do runs+=("plain $i/$k"); done
     grep -qE "def test_[a-z0-9_]*(graph|replay)" "$f" && runs+=("graphs 0/1")
     for r in "${runs[@]}"; do
-      gpu=$(( job++ % ngpu ))
+      gpu=${gpus[$(( job++ % ${#gpus[@]} ))]}
       case "$f" in *test_multi_gpu*) gpu=all ;; esac
       echo "$tool $f $r $gpu"
     done

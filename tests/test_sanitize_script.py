@@ -58,7 +58,7 @@ def run_script(tmp_path, fake, tools, files, **env):
     log = tmp_path / "calls.log"
     log.write_text("")
     full_env = dict(os.environ, COMPUTE_SANITIZER=str(fake), FAKE_CS_LOG=str(log), SANITIZE_JOBS="2")
-    full_env.update({"SANITIZE_GPUS": "1", **env})
+    full_env.update({"SANITIZE_GPUS": "0", **env})
     p = subprocess.run(["bash", str(ROOT / "scripts" / "sanitize.sh"), str(out), tools, *map(str, files)],
                        env=full_env, capture_output=True, text=True, timeout=120)
     summary = (out / "summary.txt").read_text()
@@ -78,7 +78,7 @@ def test_classifies_runs_and_fails_on_errors(setup):
     assert "memcheck test_bad: exit 1; 3 passed; ERROR SUMMARY: 2 error" in lines
     assert "memcheck test_nocuda: exit 5; 0 passed; no summary" in lines  # no CUDA call: no tests
     assert "runs with errors: 2" in lines  # test_bad under each tool, nothing else
-    # The kernel filter goes to racecheck (and initcheck) only.
+    # The kernel filter goes to racecheck only.
     runs = [c for c in calls if "sanitize_canary" not in c]
     assert len(runs) == 2 * 4  # 2 tools x (3 files + 1 graph run)
     assert all("--kernel-name kns=xpress" in c for c in runs if "--tool racecheck" in c)
@@ -87,11 +87,13 @@ def test_classifies_runs_and_fails_on_errors(setup):
 
 def test_clean_run_passes_and_filter_can_be_disabled(setup):
     tmp_path, fake, files = setup
-    rc, summary, calls = run_script(tmp_path, fake, "initcheck synccheck", [files["test_good.py"], files["test_nocuda.py"]],
-                                    SANITIZE_KERNELS="")
+    rc, summary, calls = run_script(tmp_path, fake, "racecheck initcheck synccheck",
+                                    [files["test_good.py"], files["test_nocuda.py"]], SANITIZE_KERNELS="")
     assert rc == 0, summary
     assert "runs with errors: 0" in summary.splitlines()
     assert not any("--kernel-name" in c for c in calls)
+    runs = [c for c in calls if "sanitize_canary" not in c]
+    assert all(("fp32mm=1" in c) == ("--tool synccheck" not in c) for c in runs)
 
 
 def test_missed_canary_fails(setup):
@@ -109,7 +111,7 @@ def test_shards_gpus_and_tool_options(setup):
     multi = tmp_path / "test_multi_gpu.py"
     multi.write_text("def test_two():\n    pass\n")
     rc, summary, calls = run_script(tmp_path, fake, "memcheck racecheck", [files["test_good.py"], files["test_nocuda.py"], multi],
-                                    SANITIZE_SHARDS="1 test_good=3", SANITIZE_GPUS="2",
+                                    SANITIZE_SHARDS="1 test_good=3", SANITIZE_GPUS="2 5",
                                     SANITIZE_OPTS_racecheck="--racecheck-memcpy-async no")
     assert rc == 0, summary
     lines = summary.splitlines()
@@ -124,11 +126,11 @@ def test_shards_gpus_and_tool_options(setup):
                         if "test_good.py fp32mm=" in c and "not graph" in c and "--tool memcheck" in c)
     assert good_plain == ["0/3", "1/3", "2/3"]
     gpus = [c.rsplit("gpu=", 1)[1] for c in runs]
-    assert {g for c, g in zip(runs, gpus) if "test_multi_gpu" not in c} == {"0", "1"}
+    assert {g for c, g in zip(runs, gpus) if "test_multi_gpu" not in c} == {"2", "5"}
     assert all(g == "all" for c, g in zip(runs, gpus) if "test_multi_gpu" in c)
     assert all("--racecheck-memcpy-async no" in c for c in runs if "--tool racecheck" in c)
     assert not any("--racecheck-memcpy-async" in c for c in runs if "--tool memcheck" in c)
-    # half-precision matmuls in float32 under racecheck only
+    # half-precision matmuls in float32 under racecheck (and initcheck) only
     assert all(("fp32mm=1" in c) == ("--tool racecheck" in c) for c in runs)
     # every run's line also lands in runs.txt as it ends
     done = (tmp_path / "out" / "runs.txt").read_text().splitlines()
