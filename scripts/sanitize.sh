@@ -79,7 +79,7 @@ run_one() {  # tool file plain|graphs shard(i/k) gpu
   [ "$gpu" != all ] && devices=(CUDA_VISIBLE_DEVICES="$gpu")
   env "${devices[@]}" XPRESS_EXT_SHARD="$shard" XPRESS_EXT_FP32_MATMUL=$fp32_matmul PYTORCH_NO_CUDA_MEMORY_CACHING=$caching timeout "${SANITIZE_TIMEOUT:-1800}" \
     "$CS" --tool "$tool" $extra --error-exitcode 1 --print-limit 20 \
-    "$PY" -m pytest -q -x -m cuda -k "$sel" -p no:cacheprovider "$file" > "$log" 2>&1
+    "$PY" -m pytest -v --durations=20 -x -m cuda -k "$sel" -p no:cacheprovider "$file" > "$log" 2>&1
   local rc=$?
   [ $rc -eq 124 ] && echo "$tool $name: TIMED OUT after ${SANITIZE_TIMEOUT:-1800} s (not a clean run)" \
     | tee -a "$out/runs.txt" && return

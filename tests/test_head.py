@@ -8,7 +8,7 @@ import types
 
 import pytest
 import torch
-from xpress_testing import DEVICES, needs_cuda
+from xpress_testing import DEVICES, SANITIZE, needs_cuda
 
 import xpress_ext
 from xpress_ext import draft, kernels
@@ -61,7 +61,9 @@ def test_fused_fixed_point_is_stable_bf16(device, topc):
 def test_every_pass_count_matches_reference_fp32(device, topc):
     head = make_head(device, topc=topc)
     inputs = step_inputs(head, 5, device, seed=4)
-    for passes in range(1, B):
+    # under compute-sanitizer (120 instrumented passes timed out) the first, a middle and the
+    # last pass counts; all B-1 of them otherwise
+    for passes in ((1, 2, B // 2, B - 1) if SANITIZE else range(1, B)):
         expect, margins = ref.jacobi_refine_greedy(head, *inputs, passes, return_margins=True)
         assert margins.min() > draft.TIE_MARGIN[torch.float32]
         assert torch.equal(head.jacobi_refine_greedy(*inputs, passes), expect), passes

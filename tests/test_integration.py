@@ -17,7 +17,9 @@ N, B, R, H, V = 4, 16, 64, 128, 1000
 def pass_inputs(device, dtype=torch.bfloat16, seed=0):
     inp = latent_inputs(N, B, R, H, V, dtype, device, seed=seed)
     g = gen(seed + 100)
-    inp["lat"] = torch.empty(N, B - 1, R, dtype=dtype, device=device)
+    # the latent output buffer, NaN-poisoned: never-written memory would make opcheck's clone
+    # of it an uninitialised read under initcheck, and NaN shows any slot the op skips
+    inp["lat"] = torch.full((N, B - 1, R), float("nan"), dtype=dtype, device=device)
     inp["w2_t"] = (torch.randn(R, V, generator=g) * R**-0.5).to(dtype).to(device)
     inp["base_full"] = (torch.randn(N, B, V, generator=g) * 2).to(dtype).to(device)
     return inp
