@@ -50,9 +50,10 @@ else
   canary_ok=0
 fi
 
-# Two runs per (tool, file): the tests that capture CUDA graphs cannot run with the caching
-# allocator off (an allocation inside a capture becomes a cudaMalloc, which capture forbids),
-# so they run in a second process with it on; everything else runs with it off.
+# Per (tool, file) a plain run (in SANITIZE_SHARDS processes) and a graph run: the tests that
+# capture CUDA graphs cannot run with the caching allocator off (an allocation inside a capture
+# becomes a cudaMalloc, which capture forbids), so they run in a process with it on; everything
+# else runs with it off.
 run_one() {  # tool file plain|graphs shard(i/k) gpu
   local tool=$1 file=$2 shard=$4 gpu=$5 name log extra="" sel="not compile and not graph and not replay" caching=1
   name=$(basename "$file" .py)
