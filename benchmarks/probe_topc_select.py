@@ -19,7 +19,7 @@ def inputs(kind, rows, dtype):
     g = torch.Generator(device="cuda").manual_seed(0)
     if kind == "randn*3":
         return (torch.randn(rows, V, generator=g, device="cuda") * 3).to(dtype)
-    if kind == "wide":  # keys spread over many 12-bit bins
+    if kind == "wide":  # keys spread over many radix bins (values over many binades)
         x = torch.randn(rows, V, generator=g, device="cuda")
         return (torch.sign(x) * torch.exp(torch.randn(rows, V, generator=g, device="cuda") * 20)).to(dtype)
     if kind == "equal":  # every element in one bin: worst histogram contention

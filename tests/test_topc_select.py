@@ -215,10 +215,11 @@ def test_compile_fullgraph(device):
 
 
 @needs_cuda
-@pytest.mark.parametrize("rows,V", [(6, V_FULL), (300, V_FULL), (600, V_FULL), (3, 600_000), (2, 2_000_000)])
+@pytest.mark.parametrize("rows,V", [(6, V_FULL), (40, V_FULL), (300, V_FULL), (3, 600_000), (2, 2_000_000)])
 def test_cuda_cluster_sizes(rows, V):
-    """Shapes that make the launcher pick clusters of 2 and 1 CTAs per row (132 SMs), and
-    vocabularies that need 4 and 8 (a CTA's slice holds at most 262,144 elements)."""
+    """Shapes that make the launcher pick clusters of 4, 2 and 1 CTAs per row (132 SMs: up to 4
+    while rows * CTAs <= SMs), and vocabularies that need 4 and 8 (a CTA's slice holds at most
+    262,144 elements)."""
     logits = random_logits((rows, V), torch.bfloat16, "cuda", rows)
     blk = blk_with_sentinel(rows, 2, "cuda")
     values, ids = run(logits, 512, blk=blk)
