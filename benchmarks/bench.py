@@ -334,10 +334,16 @@ def record(rows, gbs, command, out_dir):
         f.write(analysis)
 
 
-def check(rows) -> int:
-    """Fails when an op's ratio to its baseline fell more than 15 % below the recorded one."""
+def load_recorded():
     with open(RESULTS_JSON) as f:
-        recorded = {(r["op"], str(r["size"])): r for r in json.load(f)["rows"]}
+        return {(r["op"], str(r["size"])): r for r in json.load(f)["rows"]}
+
+
+def check(rows, recorded=None) -> int:
+    """Fails when an op's ratio to its baseline fell more than 15 % below the recorded one
+    (`recorded`: load_recorded() taken before this run wrote anything)."""
+    if recorded is None:
+        recorded = load_recorded()
     bad = []
     for r in rows:
         old = recorded.get((r["op"], str(r["size"])))
@@ -382,6 +388,7 @@ def main(argv=None) -> int:
     if a.profile:
         profile(a.profile)
         return 0
+    recorded = load_recorded() if a.check else None  # before --write-results replaces it
     gbs = read_bandwidth_gbs()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, read bandwidth {gbs:.0f} GB/s, "
           f"Triton baselines: {'yes' if tb.HAVE_TRITON else 'no (not installed)'}")
@@ -396,7 +403,7 @@ def main(argv=None) -> int:
     if a.write_results:
         record(rows, gbs, "python benchmarks/bench.py --write-results benchmarks", a.write_results)
         plot(rows, os.path.join(a.write_results, "bench.png"))
-    return check(rows) if a.check else 0
+    return check(rows, recorded) if a.check else 0
 
 
 if __name__ == "__main__":

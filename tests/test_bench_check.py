@@ -29,3 +29,16 @@ def test_check_fails_only_below_85_percent(tmp_path, monkeypatch):
     assert bench.check([row("add_argmax", 32, 0.84, 9.0)]) == 1  # Triton ratio checked, not torch
     assert bench.check([row("topc_select", 1, None, 1.69)]) == 1
     assert bench.check([row("sconv", "spec", 1.01, 30.0)]) == 1
+
+
+def test_check_compares_with_what_was_recorded_before_the_run(tmp_path, monkeypatch):
+    """`--check --write-results benchmarks` loads the recorded ratios before the run rewrites
+    results.json, so the run is not compared with itself."""
+    recorded = tmp_path / "results.json"
+    recorded.write_text(json.dumps(dict(rows=[row("sconv", "decode", 1.00, 40.0)])))
+    monkeypatch.setattr(bench, "RESULTS_JSON", str(recorded))
+    before = bench.load_recorded()
+    slow = [row("sconv", "decode", 0.50, 40.0)]
+    recorded.write_text(json.dumps(dict(rows=slow)))  # what --write-results does
+    assert bench.check(slow, before) == 1
+    assert bench.check(slow) == 0  # against the rewritten file it would pass

@@ -229,9 +229,13 @@ def _prev_ids(blk: torch.Tensor, tok_am1_ids: torch.Tensor) -> torch.Tensor:
 
 
 def top2_margin(scores: torch.Tensor) -> torch.Tensor:
-    """Gap between the best and the second-best score along the last dim (fp32)."""
-    top = scores.float().topk(2, dim=-1).values
-    return top[..., 0] - top[..., 1]
+    """Gap between the best and the second-best score along the last dim (fp32).  The same
+    values as ``topk(2)`` (a tied best gives 0), without torch.topk: on CUDA its multi-block
+    radix kernel reads never-written scratch (compute-sanitizer initcheck, 2026-11-29)."""
+    s = scores.float()
+    best, at = s.max(dim=-1, keepdim=True)
+    second = s.scatter(-1, at, float("-inf")).amax(dim=-1)
+    return best.squeeze(-1) - second
 
 
 def jacobi_pass(head, blk, slots, hcache, tok_am1_ids, base_c=None, cand=None):
