@@ -224,6 +224,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None)
     p.add_argument("--skip", default="", help="comma-separated parts to leave out (e.g. 'draft full')")
     a = p.parse_args(argv)
+    skip = {x.strip() for x in a.skip.split(",") if x.strip()}
     if not torch.cuda.is_available():
         print("the soak run needs a CUDA device")
         return 2
@@ -233,7 +234,7 @@ def main(argv=None) -> int:
                      ("sconv decode", lambda: soak_sconv(a.replays, a.check_every)),
                      ("compiled", lambda: soak_compiled(a.compiled)),
                      ("compiled sconv peak", compiled_sconv_peak)]:
-        if name in [x.strip() for x in a.skip.split(",") if x.strip()]:
+        if name in skip:
             continue
         try:
             r = fn()

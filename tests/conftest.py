@@ -42,3 +42,9 @@ def pytest_configure(config):
 
         config._xpress_fp32_matmul = Fp32Matmul()
         config._xpress_fp32_matmul.__enter__()
+
+
+def pytest_unconfigure(config):
+    mode = getattr(config, "_xpress_fp32_matmul", None)
+    if mode is not None:
+        mode.__exit__(None, None, None)

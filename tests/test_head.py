@@ -8,7 +8,7 @@ import types
 
 import pytest
 import torch
-from xpress_testing import DEVICES, SANITIZE, needs_cuda
+from xpress_testing import DEVICES, SANITIZE, gen, needs_cuda
 
 import xpress_ext
 from xpress_ext import draft, kernels
@@ -81,6 +81,22 @@ def test_pass_by_pass_differences_are_bounded_near_ties(device, dtype, topc):
                                                           B - 1, draft.TIE_MARGIN[dtype])
     assert other == 0, f"{other} differences at clear margins"
     assert near <= (0.03 if dtype == torch.bfloat16 else 0.001) * compared, f"{near}/{compared} near ties"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_top2_margin_is_best_minus_second(device):
+    """The reference's near-tie measure: best minus second best along the last dim, a tied best
+    giving 0 -- checked against a descending sort (not the max / mask / max it is written with)."""
+    g = gen(21)
+    scores = torch.randint(-4, 5, (3, 5, 40), generator=g).to(torch.bfloat16)  # many ties
+    scores[0, 0] = float("-inf")
+    scores[0, 0, 7] = 2.0  # one finite value among -inf: an infinite margin
+    scores[1, 2, [3, 30]] = 9.0  # a tied best: margin 0
+    got = ref.top2_margin(scores.to(device)).cpu()
+    top = scores.float().sort(dim=-1, descending=True).values
+    assert got.dtype == torch.float32
+    assert torch.equal(got, top[..., 0] - top[..., 1])
+    assert got[1, 2] == 0 and got[0, 0] == float("inf")
 
 
 @pytest.mark.parametrize("device", DEVICES)
