@@ -9,6 +9,7 @@ from xpress_testing import (
     DTYPES,
     V_FULL,
     blk_with_sentinel,
+    extreme_sum_rows,
     gen,
     rounded_scores,
     rule_argmax,
@@ -105,6 +106,15 @@ def test_rounding_decides(device, dtype):
     base, bias = base.to(dtype).to(device), bias.to(dtype).to(device)
     blk = check(base, bias, 1, 2, device)
     assert blk[0, 1].item() == (3000 if dtype == torch.float32 else 100)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("V", [4096 + 13, V_FULL])
+def test_subnormal_and_overflow_sums(device, dtype, V):
+    base, bias, expect = extreme_sum_rows(V, dtype)
+    blk = check(base.to(device), bias.to(device), 3, 2, device)
+    assert torch.equal(blk[:, 1].cpu(), expect)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -2,7 +2,17 @@
 
 import pytest
 import torch
-from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, blk_with_sentinel, gen, needs_cuda, rule_argmax, validate_env
+from xpress_testing import (
+    DEVICES,
+    DTYPE_IDS,
+    DTYPES,
+    blk_with_sentinel,
+    extreme_sum_rows,
+    gen,
+    needs_cuda,
+    rule_argmax,
+    validate_env,
+)
 
 import xpress_ext
 from xpress_ext import kernels
@@ -53,6 +63,16 @@ def test_ties_nan_inf(device, dtype, C):
     blk = check(base.to(dtype).to(device)[None], bias.to(dtype).to(device)[None], cand, N, B, device)
     pos = torch.tensor([1, C - 1, 2, 0, 0, C - 1])
     assert torch.equal(blk[0, 1:].cpu(), cand[0].cpu().gather(1, pos[:, None]).squeeze(1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_subnormal_and_overflow_sums(device, dtype):
+    N, B, C = 1, 4, 4096 + 13
+    base, bias, expect = extreme_sum_rows(C, dtype)
+    cand = candidates(N, B, C, 10_000, device, 5)
+    blk = check(base.to(device)[None], bias.to(device)[None], cand, N, B, device)
+    assert torch.equal(blk[0, 1:].cpu(), cand[0].cpu().gather(1, expect[:, None]).squeeze(1))
 
 
 @pytest.mark.parametrize("device", DEVICES)

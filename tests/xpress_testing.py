@@ -127,6 +127,26 @@ def rounded_scores(base: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     return (base.reshape(-1, v) + bias.reshape(-1, v)).float()
 
 
+def extreme_sum_rows(V, dtype):
+    """Rows whose scores are subnormal or overflow in the dtype (a flush to zero, or a sum
+    rounded other than as torch rounds it, would move the argmax), each with the index the
+    rule must return."""
+    tiny = torch.finfo(dtype).smallest_normal / 8  # a subnormal in every dtype
+    big = torch.finfo(dtype).max
+    base = torch.full((3, V), -1.0)
+    bias = torch.zeros(3, V)
+    base[0, 100], bias[0, 100] = tiny, -tiny  # +0
+    base[0, 500], bias[0, 500] = 2 * tiny, tiny  # 3 tiny: the max, first
+    base[0, 2000], bias[0, 2000] = tiny, 2 * tiny  # 3 tiny: tie, later
+    base[0, 3000], bias[0, 3000] = tiny, tiny  # 2 tiny
+    base[1, 40], bias[1, 40] = -tiny, -tiny  # -2 tiny
+    base[1, 41], bias[1, 41] = -tiny, 0.0  # -tiny: the max of a row of negatives
+    base[1, 42], bias[1, 42] = -2 * tiny, 0.0
+    base[2, 7] = float("inf")  # +inf
+    base[2, 3], bias[2, 3] = big, big  # overflows to +inf: ties, and comes first
+    return base.to(dtype), bias.to(dtype), torch.tensor([500, 41, 3])
+
+
 def blk_with_sentinel(N, B, device, value=-7):
     return torch.full((N, B), value, dtype=torch.long, device=device)
 

@@ -51,10 +51,12 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
     const int64_t full_end = lo + (hi - lo) / kV * kV;
     for (int64_t i = lo + static_cast<int64_t>(lane) * kV; i < full_end; i += stride * kUnroll) {
       Vec16<T> a[kUnroll], c[kUnroll];
+      // Vector 0 is always in range (the loop condition), so its loads carry no predicate and
+      // are issued first -- it is also the first one used.
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t j = i + u * stride;
-        if (j < full_end) {
+        if (u == 0 || j < full_end) {
           a[u].raw = ld_stream16(base + j);
           c[u].raw = ld_stream16(bias + j);
         }
@@ -62,7 +64,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t j = i + u * stride;
-        if (j < full_end) {
+        if (u == 0 || j < full_end) {
 #pragma unroll
           for (int e = 0; e < kV; ++e) best.offer(rounded_sum(a[u].elem[e], c[u].elem[e]), j + e);
         }
