@@ -64,10 +64,11 @@ def test_full_mixer_is_used(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "misaligned"])
-def test_strided_views(device, dtype, aligned):
+@pytest.mark.parametrize("R, H", [(64, 128), (256, 512)], ids=["R64", "R256"])
+def test_strided_views(device, dtype, aligned, R, H):
     """Every tensor a view with padded rows (16-byte aligned rows or not); the padding of the
-    output buffer is never written."""
-    N, B, R, H, V = 3, 16, 64, 128, 300
+    output buffer is never written.  R = 256 runs the row-tile variant on CUDA (16-bit)."""
+    N, B, V = 3, 16, 300
     pad = 8 if aligned else 3
     dense = latent_inputs(N, B, R, H, V, dtype, device, seed=5)
 
@@ -173,10 +174,57 @@ def test_cpu_and_cuda_agree(dtype):
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_plan_cluster_does_not_depend_on_n(dtype):
-    """The cluster size sets each row's summation order, so it must not change with N."""
+def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
+    """The cluster size sets each row's summation order, so it must not change with N; the
+    row-tile variant (same bits) takes over exactly when the cluster variant would walk three or
+    more groups per cluster, for 16-bit types."""
+    monkeypatch.delenv("XPRESS_EXT_LATENT_VARIANT", raising=False)
     plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in (1, 7, 32, 256, 1000)]
     assert len({p[0] for p in plans}) == 1, plans
     for n, p in zip((1, 7, 32, 256, 1000), plans):
-        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups = p
+        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles = p
         assert groups * blocks >= n and grid_clusters == min(groups, max_clusters) and max_clusters > 0
+        assert bool(tile_rows) == (dtype != torch.float32 and groups > 2 * max_clusters), p
+        if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
+            assert tile_rows in (16, 32) and tiles * (tile_rows // 16) >= n
+
+
+VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32}
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 16, 256, 512, 500), (37, 16, 256, 512, 500), (6, 5, 256, 768, 300), (3, 2, 256, 256, 111),
+     (2, 20, 256, 512, 111)],
+    ids=lambda s: "N{}-B{}-R{}-H{}-V{}".format(*s),
+)
+@pytest.mark.parametrize("do_mlp", [True, False], ids=["mlp", "no_mlp"])
+def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
+    """The cluster variant and the row-tile variant (16 or 32 rows per CTA) write the same bits,
+    so the planner may choose between them by N without a row's result depending on the batch.
+    Shapes: full tiles, a partial last tile, several blocks per tile (B = 5, 2), three hidden
+    panels (H = 768), and B = 20 (only the 32-row tile holds a block)."""
+    N, B, R, H, V = shape
+    inp = latent_inputs(*shape, dtype, "cuda", seed=11)
+    outs = {}
+    for name, tile_rows in VARIANTS.items():
+        monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", name)
+        plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
+        expect = tile_rows if tile_rows >= B else 0
+        if H <= 512:
+            assert plan[7] == expect, (name, plan)
+        else:  # 32 rows of a 768-wide m do not fit beside the stages: the cluster variant runs
+            assert plan[7] in (0, expect), (name, plan)
+        outs[name] = run_latent(inp, do_mlp=do_mlp)
+    assert_latent_close(outs["cluster"], inp, do_mlp=do_mlp)
+    for name in ("rows16", "rows32"):
+        assert torch.equal(outs[name], outs["cluster"]), name
+
+
+@needs_cuda
+def test_variant_knob_rejects_unknown_names(monkeypatch):
+    monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "fastest")
+    with pytest.raises(ValueError, match="XPRESS_EXT_LATENT_VARIANT"):
+        torch.ops.xpress_ext.latent_pass_plan(1, 16, 256, 512, torch.bfloat16, 0)

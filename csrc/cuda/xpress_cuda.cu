@@ -8,15 +8,17 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <utility>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "../checks.h"
 #include "../dispatch.h"
-#include "../kernels/latent_pass.cuh"
+#include "../kernels/latent_rows.cuh"  // includes latent_pass.cuh
 #include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
 #include "../kernels/topc_select.cuh"
 #include "../ops.h"
@@ -97,13 +99,45 @@ int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
   return clusters;
 }
 
-// How one latent_pass launch is laid out.
+// Raises a kernel's dynamic shared-memory limit to the device's opt-in maximum, once per
+// (kernel, device).
+template <typename Kernel>
+void allow_max_smem(Kernel kernel, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool> done;
+  std::lock_guard<std::mutex> lock(mu);
+  bool& set = done[{reinterpret_cast<const void*>(kernel), device}];
+  if (set) return;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
+  set = true;
+}
+
+// How one latent_pass launch is laid out: the cluster variant (rows_mt == 0), or the row-tile
+// variant with 16 * rows_mt rows per CTA.  Both give the same bits for every row.
 struct LatentPlan {
-  k::LatentTiling tiling;
-  int max_clusters;   // co-resident clusters of this configuration
-  int64_t groups;     // groups of blocks_per_group blocks
-  int grid_clusters;  // clusters launched (persistent: each walks groups)
+  k::LatentTiling tiling;  // cluster variant; its K-splits also set the row-tile variant's sums
+  int max_clusters;        // co-resident clusters of this configuration
+  int64_t groups;          // groups of blocks_per_group blocks
+  int grid_clusters;       // clusters launched (persistent: each walks groups)
+  int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
+  k::LatentRowsTiling rows;
+  int64_t row_tiles;       // CTAs of the row-tile variant
 };
+
+// The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
+// 1 / 2 the row-tile variant with 16 / 32 rows per CTA.
+int forced_latent_variant() {
+  const char* v = std::getenv("XPRESS_EXT_LATENT_VARIANT");
+  if (v == nullptr || *v == '\0') return -1;
+  const std::string s(v);
+  if (s == "cluster") return 0;
+  if (s == "rows16") return 1;
+  if (s == "rows32") return 2;
+  TORCH_CHECK_VALUE(false, "XPRESS_EXT_LATENT_VARIANT must be cluster, rows16 or rows32; got '",
+                    s, "'");
+}
 
 template <typename T>
 LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
@@ -152,6 +186,34 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   }
   plan.groups = groups_of(plan.tiling);
   plan.grid_clusters = static_cast<int>(std::min<int64_t>(plan.groups, plan.max_clusters));
+
+  // The row-tile variant (16-bit types, R = kRowsR, H a multiple of R, B <= 32) once the
+  // cluster variant would walk three or more groups per cluster: each group costs it ~11 us,
+  // while the row-tile variant's time (~42 us with 16 rows per CTA) stays flat until its CTAs
+  // outnumber the SMs.  H200, bench.py, canonical head, µs at N = 32 / 64 / 128 / 256:
+  // cluster 30.4 / 42.6 / 67.3 / 116.6, rows16 42.3 / 42.2 / 42.7 / 83.3, rows32 56.0 / 55.7 /
+  // 55.7 / 57.0.  16 rows per CTA while those tiles fit on the SMs, else 32.  Either variant
+  // gives the same bits.
+  const bool rows_ok = elem == 2 && R == k::kRowsR && H % R == 0 && B <= 32;
+  int mt = 0;
+  if (rows_ok && plan.groups > 2 * static_cast<int64_t>(plan.max_clusters)) {
+    const int64_t tiles16 = B <= 16 ? (N + 16 / B - 1) / (16 / B) : std::numeric_limits<int64_t>::max();
+    mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
+  }
+  const int forced = forced_latent_variant();
+  if (forced >= 0) mt = (forced == 0 || !rows_ok || 16 * forced < B) ? 0 : forced;
+  if (mt > 0) {
+    const int kchunk1 = k::round_up(k::ceil_div(plan.tiling.kr, plan.tiling.ks1), 16);
+    const int kchunk3 = k::round_up(k::ceil_div(plan.tiling.kh, plan.tiling.ks3), 16);
+    const int stages = mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>();
+    const k::LatentRowsTiling rt =
+        k::make_latent_rows_tiling(R, H, B, mt, stages, kchunk1, kchunk3);
+    if (rt.smem_bytes <= smem_limit) {
+      plan.rows_mt = mt;
+      plan.rows = rt;
+      plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
+    }
+  }
   return plan;
 }
 
@@ -210,6 +272,17 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
   a.vec_xh = whole_r && rows_vectorizable(xh, {xh.stride(0), xh.stride(1)});
   a.t = plan.tiling;
 
+  if (plan.rows_mt > 0) {
+    k::LatentRowsArgs<T> ra{};
+    ra.a = a;
+    ra.t = plan.rows;
+    auto kernel = plan.rows_mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
+    allow_max_smem(kernel, device);
+    kernel<<<static_cast<unsigned>(plan.row_tiles), k::kLatentThreads, plan.rows.smem_bytes,
+             at::cuda::getCurrentCUDAStream(device).stream()>>>(ra);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   const LaunchConfig lc(dim3(plan.grid_clusters * plan.tiling.cluster), dim3(k::kLatentThreads),
                         plan.tiling.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(),
                         plan.tiling.cluster);
@@ -406,7 +479,7 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
                                                     static_cast<int>(H), static_cast<int>(device));
     return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
                                 static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,
-                                p.grid_clusters, p.groups};
+                                p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles};
   });
 }
 

@@ -1,0 +1,116 @@
+// Where the row-tile latent pass spends its time: builds latent_rows_kernel with
+// XPRESS_ROWS_PROBE (clock64() in every CTA at each weight-chunk step), launches it on random
+// bf16 inputs of the canonical head (B=16, R=256, H=512), prints the kernel's time (CUDA
+// events, median of single launches) and the mean cycles from each mark to the next.
+//
+//   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
+//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA]
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+__device__ long long g_rows_probe[4096 * 64];
+#define XPRESS_ROWS_PROBE g_rows_probe
+#include "kernels/latent_rows.cuh"
+
+namespace k = xpress::kernels;
+using T = __nv_bfloat16;
+
+#define CK(x)                                                                           \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));  \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+__global__ void fill(T* x, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15;
+    x[i] = __float2bfloat16(((h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
+  }
+}
+
+__global__ void fill_ids(int64_t* x, int64_t n, int64_t V) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = (i * 7919 + 13) % V;
+}
+
+int main(int argc, char** argv) {
+  const int N = argc > 1 ? std::atoi(argv[1]) : 1;
+  const int mt = (argc > 2 ? std::atoi(argv[2]) : 16) / 16;
+  const int B = 16, R = 256, H = 512;
+  const int64_t V = 151936;
+  T *xh, *out, *w1, *wlat, *mix, *wg, *wu, *wd;
+  int64_t *blk, *am1;
+  CK(cudaMalloc(&xh, (size_t)N * B * R * 2));
+  CK(cudaMalloc(&out, (size_t)N * B * R * 2));
+  CK(cudaMalloc(&w1, V * R * 2));
+  CK(cudaMalloc(&wlat, R * R * 2));
+  CK(cudaMalloc(&mix, B * B * R * 2));
+  CK(cudaMalloc(&wg, R * H * 2));
+  CK(cudaMalloc(&wu, R * H * 2));
+  CK(cudaMalloc(&wd, H * R * 2));
+  CK(cudaMalloc(&blk, N * B * 8));
+  CK(cudaMalloc(&am1, N * 8));
+  fill<<<512, 256>>>(xh, (int64_t)N * B * R, 1);
+  fill<<<1024, 256>>>(w1, V * R, 2);
+  fill<<<64, 256>>>(wlat, R * R, 3);
+  fill<<<64, 256>>>(mix, B * B * R, 4);
+  fill<<<64, 256>>>(wg, R * H, 5);
+  fill<<<64, 256>>>(wu, R * H, 6);
+  fill<<<64, 256>>>(wd, H * R, 7);
+  fill_ids<<<64, 256>>>(blk, N * B, V);
+  fill_ids<<<1, 256>>>(am1, N, V);
+  k::LatentRowsArgs<T> ra{};
+  k::LatentArgs<T>& a = ra.a;
+  a.blk = blk; a.blk_sn = B; a.blk_sb = 1; a.tok_am1 = am1; a.am1_s = 1;
+  a.xh = xh; a.xh_sn = B * R; a.xh_sb = R; a.lat_out = out; a.out_sn = (B - 1) * R; a.out_sb = R;
+  a.w1 = w1; a.w1_s = R; a.vocab = V; a.wlat = wlat; a.wlat_s = R;
+  a.mix = mix; a.mix_sk = B * R; a.mix_sj = R;
+  a.wg = wg; a.wg_s = H; a.wu = wu; a.wu_s = H; a.wd = wd; a.wd_s = R;
+  a.N = N; a.B = B; a.R = R; a.H = H; a.do_mlp = true;
+  a.vec_w1 = a.vec_weights = a.vec_mix = a.vec_xh = true;
+  ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), 128, 256);  // the 8-CTA cluster's K-splits
+  const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
+  auto kernel = mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ra.t.smem_bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int it = 0; it < 30; ++it) {
+    CK(cudaEventRecord(e0));
+    kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes>>>(ra);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (it >= 5) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const int ctas = std::min(tiles, 4096);
+  std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
+  CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
+  const int mix_end = ra.t.n1 + ra.t.nmix;
+  const int steps = mix_end + ra.t.n2 + ra.t.n3;
+  std::printf("N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median)\n  mean cycles per step:", N,
+              16 * mt, tiles, ra.t.smem_bytes, ms[ms.size() / 2] * 1e3);
+  auto mean = [&](int from, int to) {
+    double sum = 0;
+    for (int i = 0; i < ctas; ++i) sum += pr[i * 64 + to] - pr[i * 64 + from];
+    return sum / ctas;
+  };
+  std::printf(" start->step0 %.0f |", mean(0, 1));
+  for (int s = 0; s < steps; ++s) {
+    if (s == ra.t.n1 || s == mix_end || s == mix_end + ra.t.n2) std::printf(" |");
+    std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
+  }
+  std::printf(" | total %.0f\n", mean(0, 63));
+  return 0;
+}

@@ -1,0 +1,383 @@
+// The latent pass, row-tile variant (SPEC.md "latent_pass"): one CTA per tile of whole blocks
+// (16 * MT rows) with every latent channel and hidden unit, no cluster and no distributed shared
+// memory.  The weights stream from L2 through a ring of shared-memory stages, one chunk of
+// kRowsStageK rows per step, kStages - 1 chunks in flight while one feeds the tensor cores:
+//   W_lat rows                 -> x = emb @ wlat_t + xh
+//   mixer rows (k, j)          -> u = mix x, dtype(u)
+//   W_g | W_u rows, one R-wide panel of hidden units at a time
+//                              -> m = dtype(silu(u @ wg) * (u @ wu))
+//   W_d rows                   -> out = u + m @ wd
+// Each warp owns a 16-row strip of S 8-column tiles (both W_g and W_u tiles in phase 2) and
+// keeps its accumulators in registers across the steps; phase ends need no cross-warp reduction.
+//
+// Every output is bitwise the one latent_pass_kernel (the cluster variant) writes: the same
+// per-element MMA k-step sequence, the same K-split boundaries (kchunk1 / kchunk3 of that
+// kernel's tiling) summed in the same order, the same fp32 mixer loop and rounding points.  So
+// the planner may pick either variant for any N and a row's bits do not depend on the batch.
+//
+// Built for 16-bit dtypes with R = kRowsR (the canonical head); other shapes use the cluster
+// variant.
+#pragma once
+
+#include "latent_pass.cuh"
+
+namespace xpress {
+namespace kernels {
+
+constexpr int kRowsR = 256;  // latent rank this variant is built for
+constexpr int kRowsStageK = 64;  // weight rows per stage (phase 2: 32 of W_g and 32 of W_u)
+
+// Stages of the weight stream: as many as fit beside the activations of 16 * MT rows.
+// Measured (H200, benchmarks/latent_rows_phases.cu): 64-row stages, 4-5 deep, beat two
+// 128-row stages once many CTAs stream at once (48 vs 58 us with 128 CTAs).
+template <int MT>
+__host__ __device__ constexpr int rows_stages() {
+  return MT == 1 ? 5 : 4;
+}
+
+// Copies `rows` rows of COLS 16-bit elements (16-byte aligned, all valid) into shared memory
+// (row stride ld_s) with a fixed thread -> 16-byte column map: a few instructions per copy,
+// where load_rows' general walk (zero fill, scalar fallback) costs tens.
+template <typename T, int COLS, typename RowOffset>
+__device__ __forceinline__ void load_rows_vec(T* s, int ld_s, const T* g, RowOffset row_offset,
+                                              int rows) {
+  constexpr int kV = kVecElems<T>;
+  constexpr int kPerRow = COLS / kV;
+  constexpr int kRowsPerPass = kLatentThreads / kPerRow;
+  static_assert(COLS % kV == 0 && kLatentThreads % kPerRow == 0, "whole vectors per pass");
+  const int col = (threadIdx.x % kPerRow) * kV;
+#pragma unroll 4
+  for (int r = threadIdx.x / kPerRow; r < rows; r += kRowsPerPass) {
+    cp_async16(s + r * ld_s + col, g + row_offset(r) + col, 16);
+  }
+}
+
+struct LatentRowsTiling {
+  int mt;                    // 16-row MMA tiles per CTA
+  int blocks;                // blocks per tile (blocks * B <= 16 * mt)
+  int ld_a, ld_x, ld_m, ld_w;
+  int k_per_mix;             // mixer rows k per mixer step (k_per_mix * B <= kRowsStageK)
+  int n1, nmix, n2, n3;      // steps of each phase (n2 over all hidden panels)
+  int kchunk1, kchunk3;      // K-split lengths of the cluster variant (summation order)
+  size_t off_a, off_xm, off_u, off_stage, stage_elems, smem_bytes;
+};
+
+// The tiling for 16-bit elements, R = kRowsR, H a multiple of R, B <= min(16 * mt, 64).
+inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int stages,
+                                                int kchunk1, int kchunk3) {
+  LatentRowsTiling t{};
+  t.mt = mt;
+  t.blocks = 16 * mt / B;
+  const size_t rows = 16 * mt;
+  t.ld_a = smem_ld_act(R, 2);
+  t.ld_m = smem_ld_act(H, 2);
+  t.ld_x = R + 8;  // fp32; the epilogue's stores from the MMA layout: 2-way at most
+  t.ld_w = smem_ld_weight(R, 2);
+  t.k_per_mix = kRowsStageK / B;
+  t.n1 = ceil_div(R, kRowsStageK);
+  t.nmix = ceil_div(B, t.k_per_mix);
+  t.n2 = (H / R) * ceil_div(R, kRowsStageK / 2);
+  t.n3 = ceil_div(H, kRowsStageK);
+  t.kchunk1 = kchunk1;
+  t.kchunk3 = kchunk3;
+  size_t off = 0;
+  auto take = [&off](size_t bytes) {
+    const size_t at = off;
+    off += (bytes + 15) / 16 * 16;
+    return at;
+  };
+  t.off_a = take(2 * rows * t.ld_a);  // embeddings, then dtype(u)
+  t.off_xm = take(std::max(4 * rows * t.ld_x, 2 * rows * t.ld_m));  // x (fp32), then m
+  t.off_u = take(4 * rows * t.ld_x);
+  t.stage_elems = static_cast<size_t>(kRowsStageK) * t.ld_w;
+  t.off_stage = take(2 * t.stage_elems * stages);
+  t.smem_bytes = off;
+  return t;
+}
+
+// XPRESS_ROWS_PROBE (as the name of a device array) records clock64() in each CTA: [0] at
+// start, [1 + s] once step s's chunk has landed, [31] at the end.
+#ifdef XPRESS_ROWS_PROBE
+#define XPRESS_ROWS_MARK(k)                                                          \
+  do {                                                                               \
+    if (threadIdx.x == 0) XPRESS_ROWS_PROBE[blockIdx.x * 64 + (k)] = clock64();      \
+  } while (0)
+#else
+#define XPRESS_ROWS_MARK(k) \
+  do {                      \
+  } while (0)
+#endif
+
+template <typename T>
+struct LatentRowsArgs {
+  LatentArgs<T> a;  // tensors, sizes and copy flags (a.t unused)
+  LatentRowsTiling t;
+};
+
+// v = v + acc (the cluster variant's "v += part[s]"), then acc = 0: one K-split closed.
+template <int S>
+__device__ __forceinline__ void fold_split(float (&v)[S][4], float (&acc)[S][4]) {
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[i][e] += acc[i][e];
+      acc[i][e] = 0.f;
+    }
+  }
+}
+
+// One chunk of K rows [k0, k1) of a K-split GEMM: acc += A[:, k] @ chunk[k - k0, cols], closing
+// a split (fold_split) at every multiple of kchunk and at K.
+template <typename T, int S>
+__device__ __forceinline__ void rows_chunk_mma(float (&v)[S][4], float (&acc)[S][4], const T* A,
+                                               int lda, const T* const (&b)[S], int ldb, int k0,
+                                               int k1, int K, int kchunk, int lane) {
+  for (int a = k0; a < k1;) {
+    const int e = min(k1, (a / kchunk + 1) * kchunk);
+    warp_tile_mma<T, S>(acc, A + k0, lda, b, ldb, a - k0, e - k0, lane);
+    if (e % kchunk == 0 || e == K) fold_split<S>(v, acc);
+    a = e;
+  }
+}
+
+template <int S>
+__device__ __forceinline__ void zero_tiles(float (&z)[S][4]) {
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) z[i][e] = 0.f;
+  }
+}
+
+template <typename T, int MT>
+__global__ void __launch_bounds__(kLatentThreads, 1)
+    latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
+  constexpr int kStages = rows_stages<MT>();
+  constexpr int kStrips = kLatentWarps / MT;  // warps per 16-row tile
+  constexpr int S = kRowsR / 8 / kStrips;     // 8-column tiles per warp (one R-wide panel)
+  constexpr int R = kRowsR;
+  constexpr int kHalf = kRowsStageK / 2;      // phase-2 K rows per step
+  const LatentArgs<T>& p = args.a;
+  const LatentRowsTiling& t = args.t;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int mt = warp / kStrips;
+  const int col0 = (warp % kStrips) * S * 8;
+  const int rows = 16 * MT;
+  const int n0 = blockIdx.x * t.blocks;
+  const int valid_rows = min(t.blocks, p.N - n0) * p.B;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_a = reinterpret_cast<T*>(smem + t.off_a);
+  float* s_x = reinterpret_cast<float*>(smem + t.off_xm);
+  T* s_m = reinterpret_cast<T*>(smem + t.off_xm);
+  float* s_u = reinterpret_cast<float*>(smem + t.off_u);
+  T* s_stage = reinterpret_cast<T*>(smem + t.off_stage);
+
+  const int mix_end = t.n1 + t.nmix;  // steps: W_lat, mixer, W_g|W_u panels, W_d
+  const int n_steps = mix_end + (p.do_mlp ? t.n2 + t.n3 : 0);
+  const int steps_per_panel = ceil_div(R, kHalf);
+  auto stage = [&](int s) { return s_stage + (s % kStages) * t.stage_elems; };
+  // Copies step s's chunk into its stage (this thread's share).
+  // The common case: every weight 16-byte aligned, the mixer rows evenly strided.
+  const bool fast = p.vec_weights && p.vec_mix && p.mix_sk == p.B * p.mix_sj;
+  auto issue = [&](int s) {
+    T* dst = stage(s);
+    if (fast) {
+      if (s < t.n1) {
+        const int k0 = s * kRowsStageK;
+        load_rows_vec<T, R>(dst, t.ld_w, p.wlat + k0 * p.wlat_s, StridedRows{p.wlat_s},
+                            min(kRowsStageK, R - k0));
+      } else if (s < mix_end) {
+        const int kb = (s - t.n1) * t.k_per_mix;
+        load_rows_vec<T, R>(dst, t.ld_w, p.mix + kb * p.mix_sk, StridedRows{p.mix_sj},
+                            min(t.k_per_mix, p.B - kb) * p.B);
+      } else if (s < mix_end + t.n2) {
+        const int q = s - mix_end;
+        const int h0 = (q / steps_per_panel) * R;
+        const int k0 = (q % steps_per_panel) * kHalf, kn = min(kHalf, R - k0);
+        load_rows_vec<T, R>(dst, t.ld_w, p.wg + k0 * p.wg_s + h0, StridedRows{p.wg_s}, kn);
+        load_rows_vec<T, R>(dst + kHalf * t.ld_w, t.ld_w, p.wu + k0 * p.wu_s + h0,
+                            StridedRows{p.wu_s}, kn);
+      } else {
+        const int k0 = (s - mix_end - t.n2) * kRowsStageK;
+        load_rows_vec<T, R>(dst, t.ld_w, p.wd + k0 * p.wd_s, StridedRows{p.wd_s},
+                            min(kRowsStageK, p.H - k0));
+      }
+      return;
+    }
+    if (s < t.n1) {
+      const int k0 = s * kRowsStageK, kn = min(kRowsStageK, R - k0);
+      load_rows(dst, t.ld_w, p.wlat + k0 * p.wlat_s, p.wlat, StridedRows{p.wlat_s}, kn, R, kn, R,
+                p.vec_weights);
+    } else if (s < mix_end) {
+      const int kb = (s - t.n1) * t.k_per_mix, kn = min(t.k_per_mix, p.B - kb) * p.B;
+      load_rows(dst, t.ld_w, p.mix + kb * p.mix_sk, p.mix, MixerRows{p.B, p.mix_sk, p.mix_sj}, kn,
+                R, kn, R, p.vec_mix);
+    } else if (s < mix_end + t.n2) {
+      const int q = s - mix_end;
+      const int h0 = (q / steps_per_panel) * R;
+      const int k0 = (q % steps_per_panel) * kHalf, kn = min(kHalf, R - k0);
+      load_rows(dst, t.ld_w, p.wg + k0 * p.wg_s + h0, p.wg, StridedRows{p.wg_s}, kn, R, kn, R,
+                p.vec_weights);
+      load_rows(dst + kHalf * t.ld_w, t.ld_w, p.wu + k0 * p.wu_s + h0, p.wu, StridedRows{p.wu_s},
+                kn, R, kn, R, p.vec_weights);
+    } else {
+      const int k0 = (s - mix_end - t.n2) * kRowsStageK, kn = min(kRowsStageK, p.H - k0);
+      load_rows(dst, t.ld_w, p.wd + k0 * p.wd_s, p.wd, StridedRows{p.wd_s}, kn, R, kn, R,
+                p.vec_weights);
+    }
+  };
+  // One commit group per step index (empty past the end), so that step s's group is complete
+  // once at most kStages - 2 younger ones are pending.  After begin_step's barrier every warp
+  // is done with step s - 1, whose stage step s + kStages - 1 takes; end_step issues those
+  // copies once the warp's work on step s is issued (measured: no slower than issuing them
+  // right after the barrier).
+  auto begin_step = [&](int s) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    XPRESS_ROWS_MARK(1 + s);
+  };
+  auto end_step = [&](int s) {
+    if (s + kStages - 1 < n_steps) issue(s + kStages - 1);
+    cp_async_commit();
+  };
+
+  XPRESS_ROWS_MARK(0);
+  load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>{&p, n0}, rows, R, valid_rows, R, p.vec_w1);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_steps) issue(s);
+    cp_async_commit();
+  }
+
+  const int frow = mt * 16 + (lane >> 2);  // this lane's accumulator rows: frow, frow + 8
+  const int fcol = col0 + (lane & 3) * 2;  // and columns fcol + 8 i + {0, 1}
+  float v[S][4], acc[S][4];
+
+  // Phase 1: x = emb @ wlat_t + xh.
+  zero_tiles<S>(v);
+  zero_tiles<S>(acc);
+  for (int s = 0; s < t.n1; ++s) {
+    begin_step(s);
+    const T* b[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
+    const int k0 = s * kRowsStageK;
+    rows_chunk_mma<T, S>(v, acc, s_a + mt * 16 * t.ld_a, t.ld_a, b, t.ld_w, k0,
+                         min(R, k0 + kRowsStageK), R, t.kchunk1, lane);
+    end_step(s);
+  }
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = frow + 8 * h;
+      const int c = fcol + i * 8;
+      float xh0 = 0.f, xh1 = 0.f;
+      if (r < valid_rows) {
+        const T* src = p.xh + static_cast<int64_t>(n0 + r / p.B) * p.xh_sn + (r % p.B) * p.xh_sb + c;
+        xh0 = to_float(src[0]);
+        xh1 = to_float(src[1]);
+      }
+      s_x[r * t.ld_x + c] = v[i][2 * h] + xh0;
+      s_x[r * t.ld_x + c + 1] = v[i][2 * h + 1] + xh1;
+    }
+  }
+
+  // The mixer over all j, k_per_mix output slots k per step (their mixer rows in the stage):
+  // u (fp32) and dtype(u), or the output.  Rows past the valid ones get u = 0 on the first step.
+  for (int s = t.n1; s < mix_end; ++s) {
+    begin_step(s);
+    const int kb = (s - t.n1) * t.k_per_mix;
+    const int ke = min(p.B, kb + t.k_per_mix);
+    const T* mix_s = stage(s);
+    for (GridWalk w(tid, blockDim.x, R / 2); w.row < rows; w.next()) {
+      const int r = w.row;
+      const int c = w.col * 2;
+      const int k = r % p.B;
+      const bool valid = r < valid_rows;
+      if (valid ? (k < kb || k >= ke) : s != t.n1) continue;
+      float u0 = 0.f, u1 = 0.f;
+      if (valid) {
+        const float* xcol = s_x + (r - k) * t.ld_x + c;  // slot 0 of this row's block
+        const T* mrow = mix_s + (k - kb) * p.B * t.ld_w + c;
+#pragma unroll 4
+        for (int j = 0; j < p.B; ++j) {
+          u0 = fmaf(to_float(mrow[j * t.ld_w]), xcol[j * t.ld_x], u0);
+          u1 = fmaf(to_float(mrow[j * t.ld_w + 1]), xcol[j * t.ld_x + 1], u1);
+        }
+      }
+      if (p.do_mlp) {
+        s_u[r * t.ld_x + c] = u0;
+        s_u[r * t.ld_x + c + 1] = u1;
+        store_pair(s_a + r * t.ld_a + c, u0, u1);
+      } else if (valid && k >= 1) {
+        T* out = p.lat_out + static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c;
+        out[0] = from_float<T>(u0);
+        out[1] = from_float<T>(u1);
+      }
+    }
+    end_step(s);
+  }
+  if (!p.do_mlp) return;
+
+  // Phase 2, one R-wide panel of hidden units at a time: m = dtype(silu(u @ wg) * (u @ wu)).
+  int s = mix_end;
+  for (int h0 = 0; h0 < p.H; h0 += R) {
+    float gu[2 * S][4];
+    zero_tiles<2 * S>(gu);
+    for (int k0 = 0; k0 < R; k0 += kHalf, ++s) {
+      begin_step(s);
+      const T* b[2 * S];
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        b[2 * i] = stage(s) + col0 + i * 8;
+        b[2 * i + 1] = stage(s) + kHalf * t.ld_w + col0 + i * 8;
+      }
+      warp_tile_mma<T, 2 * S>(gu, s_a + mt * 16 * t.ld_a + k0, t.ld_a, b, t.ld_w, 0,
+                              min(kHalf, R - k0), lane);
+      end_step(s);
+    }
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      const float* g = gu[2 * i];
+      const float* u = gu[2 * i + 1];
+      T* dst = s_m + frow * t.ld_m + h0 + fcol + i * 8;
+      store_pair(dst, silu(g[0]) * u[0], silu(g[1]) * u[1]);
+      store_pair(dst + 8 * t.ld_m, silu(g[2]) * u[2], silu(g[3]) * u[3]);
+    }
+  }
+
+  // Phase 3: out = u + m @ wd_t.
+  zero_tiles<S>(v);
+  zero_tiles<S>(acc);
+  for (; s < n_steps; ++s) {
+    begin_step(s);
+    const T* b[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
+    const int k0 = (s - mix_end - t.n2) * kRowsStageK;
+    rows_chunk_mma<T, S>(v, acc, s_m + mt * 16 * t.ld_m, t.ld_m, b, t.ld_w, k0,
+                         min(p.H, k0 + kRowsStageK), p.H, t.kchunk3, lane);
+    end_step(s);
+  }
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = frow + 8 * h;
+      const int k = r % p.B;
+      if (r >= valid_rows || k == 0) continue;
+      const int c = fcol + i * 8;
+      T* out = p.lat_out + static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c;
+      out[0] = from_float<T>(v[i][2 * h] + s_u[r * t.ld_x + c]);
+      out[1] = from_float<T>(v[i][2 * h + 1] + s_u[r * t.ld_x + c + 1]);
+    }
+  }
+  XPRESS_ROWS_MARK(63);
+}
+
+}  // namespace kernels
+}  // namespace xpress
