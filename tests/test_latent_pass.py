@@ -65,9 +65,15 @@ def test_full_mixer_is_used(device):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "misaligned"])
 @pytest.mark.parametrize("R, H", [(64, 128), (256, 512)], ids=["R64", "R256"])
-def test_strided_views(device, dtype, aligned, R, H):
+@pytest.mark.parametrize("variant", [None, "rows16"], ids=["default", "rows16"])
+def test_strided_views(device, dtype, aligned, R, H, variant, monkeypatch):
     """Every tensor a view with padded rows (16-byte aligned rows or not); the padding of the
-    output buffer is never written.  R = 256 runs the row-tile variant on CUDA (16-bit)."""
+    output buffer is never written.  Forced to the row-tile kernel (CUDA, 16-bit, R = 256), a
+    misaligned call takes its general copy path and the dense call its 16-byte fast path."""
+    if variant is not None:
+        if device == "cpu" or dtype == torch.float32 or R != 256:
+            pytest.skip("the row-tile kernel runs on CUDA, 16-bit dtypes, R = 256")
+        monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", variant)
     N, B, V = 3, 16, 300
     pad = 8 if aligned else 3
     dense = latent_inputs(N, B, R, H, V, dtype, device, seed=5)
