@@ -219,10 +219,12 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
         monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", name)
         plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
         expect = tile_rows if tile_rows >= B else 0
-        if H <= 512:
-            assert plan[7] == expect, (name, plan)
-        else:  # 32 rows of a 768-wide m do not fit beside the stages: the cluster variant runs
+        if name == "rows32" and H > 512:
+            # 32 rows of a 768-wide m need 235,520 bytes of shared memory with the four stages:
+            # more than an H200 allows, so the cluster variant runs (a bigger GPU may fit it).
             assert plan[7] in (0, expect), (name, plan)
+        else:  # every other case fits (16 rows at H = 768: 219,136 bytes)
+            assert plan[7] == expect, (name, plan)
         outs[name] = run_latent(inp, do_mlp=do_mlp)
     assert_latent_close(outs["cluster"], inp, do_mlp=do_mlp)
     for name in ("rows16", "rows32"):
