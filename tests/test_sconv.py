@@ -4,7 +4,8 @@ bitwise cache contents, strided pages, several streams, ids, errors, compile and
 import pytest
 import torch
 from sconv_testing import NULL_BLOCK, check_sconv, make_batch, page_view
-from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, big_memory, gen, needs_cuda, validate_env
+from xpress_testing import (DEVICES, DTYPE_IDS, DTYPES, SANITIZE, big_memory, bitwise_equal, gen, needs_cuda,
+                            validate_env)
 
 import xpress_ext
 from xpress_ext import reference as ref
@@ -129,6 +130,69 @@ def test_out_of_range_ids_cpu():
     b.block_table[0, 0] = -3  # read by the first token's cached taps
     with pytest.raises(IndexError, match=r"block_table\[0, 0\] = -3 is out of range"):
         xpress_ext.ops.sconv(*b.args())
+
+
+def _sconv_kernels_run(fn):
+    """Runs fn under torch.profiler; the sconv kernels it launched ("direct", "tiled").  None
+    under compute-sanitizer, whose tools hold the profiling interface the profiler needs."""
+    if SANITIZE:
+        out = fn()
+        torch.cuda.synchronize()
+        return out, None
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    names = {e.key for e in prof.key_averages()}
+    return out, {"direct" if "sconv_direct_kernel<" in n else "tiled" for n in names
+                 if "sconv_direct_kernel<" in n or "sconv_kernel<" in n}
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("scenario,activation,use_residual",
+                         [(s, "silu", True) for s in sorted(SCENARIOS)] + [("mixed", None, False)],
+                         ids=[f"{s}-silu-res" for s in sorted(SCENARIOS)] + ["mixed-plain"])
+@pytest.mark.parametrize("W,bs", FILTERS, ids=[f"W{w}-N{n}" for w, n in FILTERS])
+def test_variants_bitwise_equal(dtype, scenario, activation, use_residual, W, bs, monkeypatch):
+    """The direct kernel (small batches) and the staged tiles write the same output bits and
+    cache bytes (same FMA order); each forced name runs that kernel (seen by the profiler).
+    Filters not 16-byte aligned make "direct" fall back to the tiles, with the same result."""
+    results = {}
+    for variant in ("tiled", "direct", "direct-misaligned-weight"):
+        b = make_batch(SCENARIOS[scenario], W=W, block_size=bs, dtype=dtype, device="cuda",
+                       seed=W * 100 + bs, pad=3 if scenario == "mixed" else 0)
+        expect = variant.split("-")[0]
+        if variant.endswith("misaligned-weight"):  # same values, one element past a 16-byte boundary
+            buf = torch.empty(b.weight.numel() + 1, dtype=dtype, device="cuda")
+            b.weight = buf[1:].view(b.weight.shape).copy_(b.weight)
+            expect = "tiled"
+        monkeypatch.setenv("XPRESS_EXT_SCONV_VARIANT", variant.split("-")[0])
+        out, ran = _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*b.args(), activation, use_residual))
+        assert ran is None or ran == {expect}, f"{variant}: ran {ran}"
+        results[variant] = (out, b.cache_base)
+    for variant in ("direct", "direct-misaligned-weight"):
+        assert bitwise_equal(results[variant][0], results["tiled"][0]), f"{variant}: output differs"
+        assert bitwise_equal(results[variant][1], results["tiled"][1]), f"{variant}: cache differs"
+
+
+@needs_cuda
+def test_variant_knob_rejects_unknown_names(monkeypatch):
+    b = make_batch(SCENARIOS["decode"], W=4, block_size=4, device="cuda", seed=3)
+    monkeypatch.setenv("XPRESS_EXT_SCONV_VARIANT", "fast")
+    with pytest.raises(ValueError, match="XPRESS_EXT_SCONV_VARIANT"):
+        xpress_ext.ops.sconv(*b.args())
+
+
+@needs_cuda
+def test_default_variant_by_batch_size(monkeypatch):
+    """Unforced: decode-sized batches run the direct kernel, large ones the tiles."""
+    monkeypatch.delenv("XPRESS_EXT_SCONV_VARIANT", raising=False)
+    small = make_batch([(9, 1)] * 8, W=4, block_size=4, device="cuda", seed=4)
+    large = make_batch([(0, 1200)], W=4, block_size=4, device="cuda", seed=5)
+    if SANITIZE:
+        pytest.skip("the profiler cannot see kernels under compute-sanitizer")
+    assert _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*small.args()))[1] == {"direct"}
+    assert _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*large.args()))[1] == {"tiled"}
 
 
 @needs_cuda

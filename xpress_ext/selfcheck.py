@@ -125,10 +125,15 @@ def sconv_batch(kind: str, device, dtype, gen, small: bool = False) -> dict:
     spec = 256 x 16 tokens, prefill = 8 x 1024 tokens from position 0.  Only the blocks a
     token's window touches are allocated; older logical blocks point at a shared null block 0,
     as in a sliding-window cache.  `small` shrinks everything for the CPU."""
-    H, D, W, N, off_s, ws = (2, 256, 4, 4, 64, 64) if small else (8, 2048, 4, 4, 256, 512)
     reqs, new, start = {"decode": (256, 1, 1000), "spec": (256, 16, 1000), "prefill": (8, 1024, 0)}[kind]
     if small:
         reqs, new, start = max(1, reqs // 16), max(1, new // 8), start // 10
+    return sconv_batch_of(reqs, new, start, device, dtype, gen, small)
+
+
+def sconv_batch_of(reqs: int, new: int, start: int, device, dtype, gen, small: bool = False) -> dict:
+    """sconv_batch's layout for `reqs` requests of `new` tokens each from position `start`."""
+    H, D, W, N, off_s, ws = (2, 256, 4, 4, 64, 64) if small else (8, 2048, 4, 4, 256, 512)
     lo_blk, hi_blk = max(0, start - (W - 1)) // N, (start + new - 1) // N
     per_req = hi_blk - lo_blk + 1
     table = torch.zeros(reqs, hi_blk + 1, dtype=torch.int32)

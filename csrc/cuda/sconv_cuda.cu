@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "../checks.h"
 #include "../dispatch.h"
@@ -73,6 +74,52 @@ void launch_sconv_tiles(const k::SconvArgs<T>& a, cudaStream_t stream) {
   }
 }
 
+// The direct kernel (a thread per token and channel vector) for small batches, the staged tiles
+// otherwise.  It needs 16-byte vectors (checked by the caller), [C, W] filters contiguous and
+// 16-byte aligned, and W <= kSconvDirectMaxW (its filters live in registers).
+// XPRESS_EXT_SCONV_VARIANT=tiled|direct forces one (tests and benchmarks; read at every call;
+// "direct" falls back to the tiles where the direct kernel does not apply).
+constexpr int kSconvDirectMaxW = 8;
+// Measured on the H200 (bf16, C = 4096, W = 4, benchmarks/probe_sconv.py, graph replay, us
+// direct / tiled): 256 x 1 tokens 6.8-7.1 / 7.7-7.9; 512 x 1 11.3-11.7 / 10.6-10.9; 1024 x 1
+// 20.2-21.3 / 21.7-21.9; 32 x 16 9.9 / 10.5; 256 x 16 59.7-64.7 / 61.4-61.7; 8 x 1024
+// 113.7 / 108.1.  The direct kernel up to 256 tokens.
+constexpr int64_t kSconvDirectMaxTokens = 256;
+
+bool use_direct_sconv(int64_t tokens, int64_t W, const at::Tensor& weight) {
+  const char* forced = std::getenv("XPRESS_EXT_SCONV_VARIANT");
+  const std::string f = forced == nullptr ? "" : forced;
+  TORCH_CHECK_VALUE(f.empty() || f == "tiled" || f == "direct",
+                    "XPRESS_EXT_SCONV_VARIANT must be 'tiled' or 'direct', got '", f, "'");
+  const bool applies = W <= kSconvDirectMaxW && (W == 1 || weight.stride(1) == 1) &&
+                       weight.stride(0) == W && aligned16(weight.const_data_ptr());
+  if (!applies || f == "tiled") return false;
+  return f == "direct" || tokens <= kSconvDirectMaxTokens;
+}
+
+template <typename T, int E, int W>
+void launch_sconv_direct_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.tokens),
+                  static_cast<unsigned>((a.C / E + k::kSconvDirectThreads - 1) / k::kSconvDirectThreads));
+  k::sconv_direct_kernel<T, E, W><<<grid, k::kSconvDirectThreads, 0, stream>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T, int E>
+void launch_sconv_direct(const k::SconvArgs<T>& a, cudaStream_t stream) {
+  static_assert(kSconvDirectMaxW == 8, "one case per filter width below");
+  switch (a.W) {
+    case 1: return launch_sconv_direct_w<T, E, 1>(a, stream);
+    case 2: return launch_sconv_direct_w<T, E, 2>(a, stream);
+    case 3: return launch_sconv_direct_w<T, E, 3>(a, stream);
+    case 4: return launch_sconv_direct_w<T, E, 4>(a, stream);
+    case 5: return launch_sconv_direct_w<T, E, 5>(a, stream);
+    case 6: return launch_sconv_direct_w<T, E, 6>(a, stream);
+    case 7: return launch_sconv_direct_w<T, E, 7>(a, stream);
+    default: return launch_sconv_direct_w<T, E, 8>(a, stream);
+  }
+}
+
 template <typename T>
 void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& weight,
                   at::Tensor& cache, const at::Tensor& positions, const at::Tensor& block_table,
@@ -114,7 +161,9 @@ void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& wei
                    a.c_sb % E == 0 && a.c_sh % E == 0 && a.c_sn % E == 0 && aligned16(a.x) &&
                    aligned16(a.cache) && aligned16(a.out);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
-  if (vec) {
+  if (vec && use_direct_sconv(d.T, d.W, weight)) {
+    launch_sconv_direct<T, E>(a, stream);
+  } else if (vec) {
     launch_sconv_tiles<T, E>(a, stream);
   } else {
     launch_sconv_tiles<T, 1>(a, stream);
