@@ -12,6 +12,11 @@ namespace kernels {
 
 constexpr int kTopcThreads = 256;
 constexpr int kTopcWarps = kTopcThreads / 32;
+// Vectors of each operand per thread and scan step: 2 covers C = 512 with one warp in one step.
+// With 4 (two of them always out of range at C = 512), ptxas scheduled vector 0's scoring
+// before vector 1's loads, which then waited for vector 0's data: two round trips instead of
+// one (SASS, CUDA 13.0, sm_90).
+constexpr int kTopcUnroll = 2;
 
 template <typename T>
 struct TopcArgmaxArgs {
@@ -45,7 +50,7 @@ __global__ void __launch_bounds__(kTopcThreads)
   if (active) {
     const T* base = p.base + n * p.base_sn + b * p.base_sb;
     const T* bias = p.bias + n * p.bias_sn + b * p.bias_sb;
-    scan_add_argmax<T, kVec, 4>(best, base, bias, 0, p.C, (warp % wpr) * 32 + lane, wpr * 32);
+    scan_add_argmax<T, kVec, kTopcUnroll>(best, base, bias, 0, p.C, (warp % wpr) * 32 + lane, wpr * 32);
   }
   uint64_t v = warp_max_u64(best.packed());
   if (wpr > 1) {
