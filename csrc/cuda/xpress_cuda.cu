@@ -72,6 +72,21 @@ struct LaunchConfig {
 // ---------------------------------------------------------------------------------------------
 // latent_pass
 
+// Raises a kernel's dynamic shared-memory limit to the device's opt-in maximum, once per
+// (kernel, device).
+template <typename Kernel>
+void allow_max_smem(Kernel kernel, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, bool> done;
+  std::lock_guard<std::mutex> lock(mu);
+  bool& set = done[{reinterpret_cast<const void*>(kernel), device}];
+  if (set) return;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
+  set = true;
+}
+
 // Clusters of a kernel/configuration that can be co-resident on the device, asked once per
 // configuration (it does not change while the process runs).  The first ask on a device also
 // raises the kernel's dynamic shared-memory limit to the device's opt-in maximum, once, so
@@ -86,9 +101,7 @@ int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   if (!prepared[device]) {
-    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(prop->sharedMemPerBlockOptin)));
+    allow_max_smem(kernel, device);
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     prepared[device] = true;
   }
@@ -97,21 +110,6 @@ int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
   C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc.cfg));
   cache.emplace(key, clusters);
   return clusters;
-}
-
-// Raises a kernel's dynamic shared-memory limit to the device's opt-in maximum, once per
-// (kernel, device).
-template <typename Kernel>
-void allow_max_smem(Kernel kernel, int device) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, bool> done;
-  std::lock_guard<std::mutex> lock(mu);
-  bool& set = done[{reinterpret_cast<const void*>(kernel), device}];
-  if (set) return;
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
-  set = true;
 }
 
 // How one latent_pass launch is laid out: the cluster variant (rows_mt == 0), or the row-tile

@@ -256,19 +256,24 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int fcol = col0 + (lane & 3) * 2;  // and columns fcol + 8 i + {0, 1}
   float v[S][4], acc[S][4];
 
-  // Phase 1: x = emb @ wlat_t + xh.
-  zero_tiles<S>(v);
-  zero_tiles<S>(acc);
-  for (int s = 0; s < t.n1; ++s) {
-    begin_step(s);
-    const T* b[S];
+  // Phases 1 and 3: v = a[16 rows, K] @ the K weight rows streamed by steps [s_begin, s_end),
+  // kRowsStageK per step, folded into acc at the cluster tiling's K-split `kchunk`.
+  auto streamed_gemm = [&](const T* a, int ld, int s_begin, int s_end, int K, int kchunk) {
+    zero_tiles<S>(v);
+    zero_tiles<S>(acc);
+    for (int s = s_begin; s < s_end; ++s) {
+      begin_step(s);
+      const T* b[S];
 #pragma unroll
-    for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
-    const int k0 = s * kRowsStageK;
-    rows_chunk_mma<T, S>(v, acc, s_a + mt * 16 * t.ld_a, t.ld_a, b, t.ld_w, k0,
-                         min(R, k0 + kRowsStageK), R, t.kchunk1, lane);
-    end_step(s);
-  }
+      for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
+      const int k0 = (s - s_begin) * kRowsStageK;
+      rows_chunk_mma<T, S>(v, acc, a, ld, b, t.ld_w, k0, min(K, k0 + kRowsStageK), K, kchunk, lane);
+      end_step(s);
+    }
+  };
+
+  // Phase 1: x = emb @ wlat_t + xh.
+  streamed_gemm(s_a + mt * 16 * t.ld_a, t.ld_a, 0, t.n1, R, t.kchunk1);
 #pragma unroll
   for (int i = 0; i < S; ++i) {
 #pragma unroll
@@ -350,19 +355,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     }
   }
 
-  // Phase 3: out = u + m @ wd_t.
-  zero_tiles<S>(v);
-  zero_tiles<S>(acc);
-  for (; s < n_steps; ++s) {
-    begin_step(s);
-    const T* b[S];
-#pragma unroll
-    for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
-    const int k0 = (s - mix_end - t.n2) * kRowsStageK;
-    rows_chunk_mma<T, S>(v, acc, s_m + mt * 16 * t.ld_m, t.ld_m, b, t.ld_w, k0,
-                         min(p.H, k0 + kRowsStageK), p.H, t.kchunk3, lane);
-    end_step(s);
-  }
+  // Phase 3: out = u + m @ wd_t (phase 2 ended at step mix_end + t.n2).
+  streamed_gemm(s_m + mt * 16 * t.ld_m, t.ld_m, s, n_steps, p.H, t.kchunk3);
 #pragma unroll
   for (int i = 0; i < S; ++i) {
 #pragma unroll
