@@ -133,8 +133,9 @@ def test_out_of_range_ids_cpu():
 
 
 def _sconv_kernels_run(fn):
-    """Runs fn under torch.profiler; the sconv kernels it launched ("direct", "tiled").  None
-    under compute-sanitizer, whose tools hold the profiling interface the profiler needs."""
+    """Runs fn under torch.profiler; the sconv kernels it launched ("direct", "stream",
+    "tiled").  None under compute-sanitizer, whose tools hold the profiling interface the
+    profiler needs."""
     if SANITIZE:
         out = fn()
         torch.cuda.synchronize()
@@ -142,9 +143,8 @@ def _sconv_kernels_run(fn):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         out = fn()
         torch.cuda.synchronize()
-    names = {e.key for e in prof.key_averages()}
-    return out, {"direct" if "sconv_direct_kernel<" in n else "tiled" for n in names
-                 if "sconv_direct_kernel<" in n or "sconv_kernel<" in n}
+    kinds = {"sconv_direct_kernel<": "direct", "sconv_stream_kernel<": "stream", "sconv_kernel<": "tiled"}
+    return out, {kind for e in prof.key_averages() for name, kind in kinds.items() if name in e.key}
 
 
 @needs_cuda
@@ -154,13 +154,19 @@ def _sconv_kernels_run(fn):
                          ids=[f"{s}-silu-res" for s in sorted(SCENARIOS)] + ["mixed-plain"])
 @pytest.mark.parametrize("W,bs", FILTERS, ids=[f"W{w}-N{n}" for w, n in FILTERS])
 def test_variants_bitwise_equal(dtype, scenario, activation, use_residual, W, bs, monkeypatch):
-    """The direct kernel (small batches) and the staged tiles write the same output bits and
-    cache bytes (same FMA order); each forced name runs that kernel (seen by the profiler).
-    Filters not 16-byte aligned make "direct" fall back to the tiles, with the same result."""
+    """The direct kernel (small batches), the streaming kernel (large ones) and the staged
+    tiles write the same output bits and cache bytes (same FMA order); each forced name runs
+    that kernel (seen by the profiler).  Filters not 16-byte aligned make "direct" and "stream"
+    fall back to the tiles, with the same result."""
+    _compare_variants(SCENARIOS[scenario], W, bs, dtype, activation, use_residual, monkeypatch,
+                      pad=3 if scenario == "mixed" else 0)
+
+
+def _compare_variants(requests, W, bs, dtype, activation, use_residual, monkeypatch, pad=0):
     results = {}
-    for variant in ("tiled", "direct", "direct-misaligned-weight"):
-        b = make_batch(SCENARIOS[scenario], W=W, block_size=bs, dtype=dtype, device="cuda",
-                       seed=W * 100 + bs, pad=3 if scenario == "mixed" else 0)
+    variants = ("tiled", "direct", "stream", "direct-misaligned-weight", "stream-misaligned-weight")
+    for variant in variants:
+        b = make_batch(requests, W=W, block_size=bs, dtype=dtype, device="cuda", seed=W * 100 + bs, pad=pad)
         expect = variant.split("-")[0]
         if variant.endswith("misaligned-weight"):  # same values, one element past a 16-byte boundary
             buf = torch.empty(b.weight.numel() + 1, dtype=dtype, device="cuda")
@@ -170,9 +176,28 @@ def test_variants_bitwise_equal(dtype, scenario, activation, use_residual, W, bs
         out, ran = _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*b.args(), activation, use_residual))
         assert ran is None or ran == {expect}, f"{variant}: ran {ran}"
         results[variant] = (out, b.cache_base)
-    for variant in ("direct", "direct-misaligned-weight"):
+    for variant in variants[1:]:
         assert bitwise_equal(results[variant][0], results["tiled"][0]), f"{variant}: output differs"
         assert bitwise_equal(results[variant][1], results["tiled"][1]), f"{variant}: cache differs"
+
+
+# Request layouts for the streaming kernel's runs of 8 tokens.  "unaligned": requests start
+# mid-run, at and after position 0.  "aligned": requests with cached history start at runs 0,
+# 1 and 5 (the run's window rows before it are replaced by cached taps), one from position 0
+# at run 3, and run 4 holds a one-token request and the start of the next.
+RUN_LAYOUTS = {
+    "unaligned": lambda W: [(0, 11), (W + 2, 5), (3, 1), (0, 2), (40, 19), (1, 3)],
+    "aligned": lambda W: [(5, 8), (W + 1, 16), (0, 8), (3, 1), (9, 7), (2, 8)],
+}
+
+
+@needs_cuda
+@pytest.mark.parametrize("layout", sorted(RUN_LAYOUTS))
+@pytest.mark.parametrize("W", range(1, 9))
+def test_register_kernels_every_width(W, layout, monkeypatch):
+    """Every filter width the register kernels are compiled for (1..8), on batches with padding
+    whose requests start inside and at the start of the streaming kernel's runs."""
+    _compare_variants(RUN_LAYOUTS[layout](W), W, 8, torch.bfloat16, "silu", True, monkeypatch, pad=2)
 
 
 @needs_cuda
@@ -185,13 +210,17 @@ def test_variant_knob_rejects_unknown_names(monkeypatch):
 
 @needs_cuda
 def test_default_variant_by_batch_size(monkeypatch):
-    """Unforced: decode-sized batches run the direct kernel, large ones the tiles."""
+    """Unforced: decode-sized batches run the direct kernel, large ones the streaming kernel,
+    and large ones with filters the register kernels cannot take the tiles."""
     if SANITIZE:
         pytest.skip("the profiler cannot see kernels under compute-sanitizer")
     monkeypatch.delenv("XPRESS_EXT_SCONV_VARIANT", raising=False)
     small = make_batch([(9, 1)] * 8, W=4, block_size=4, device="cuda", seed=4)
     large = make_batch([(0, 1200)], W=4, block_size=4, device="cuda", seed=5)
     assert _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*small.args()))[1] == {"direct"}
+    assert _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*large.args()))[1] == {"stream"}
+    padded = torch.zeros(large.weight.shape[0], 8, dtype=large.weight.dtype, device="cuda")
+    large.weight = padded[:, :4].copy_(large.weight)  # rows 8 apart: not a contiguous [C, W]
     assert _sconv_kernels_run(lambda: xpress_ext.ops.sconv(*large.args()))[1] == {"tiled"}
 
 

@@ -74,27 +74,31 @@ void launch_sconv_tiles(const k::SconvArgs<T>& a, cudaStream_t stream) {
   }
 }
 
-// The direct kernel (a thread per token and channel vector) for small batches, the staged tiles
-// otherwise.  It needs 16-byte vectors (checked by the caller), [C, W] filters contiguous and
-// 16-byte aligned, and W <= kSconvDirectMaxW (its filters live in registers).
-// XPRESS_EXT_SCONV_VARIANT=tiled|direct forces one (tests and benchmarks; read at every call;
-// "direct" falls back to the tiles where the direct kernel does not apply).
-constexpr int kSconvDirectMaxW = 8;
+// Three kernels that write the same bits: the direct kernel (a thread per token and channel
+// vector) for small batches, the streaming kernel (a thread per channel vector and run of
+// tokens) for large ones, and the staged tiles wherever neither applies.  Both register
+// kernels need 16-byte vectors (checked by the caller), [C, W] filters contiguous and 16-byte
+// aligned, and W <= kSconvMaxRegW (the filters live in registers).
+// XPRESS_EXT_SCONV_VARIANT=tiled|direct|stream forces one (tests and benchmarks; read at every
+// call; "direct" and "stream" fall back to the tiles where they do not apply).
+enum class SconvVariant { kTiled, kDirect, kStream };
+constexpr int kSconvMaxRegW = 8;
 // Measured on the H200 (bf16, C = 4096, W = 4, benchmarks/probe_sconv.py, graph replay, us
-// direct / tiled): 256 x 1 tokens 6.8-7.1 / 7.7-7.9; 512 x 1 11.3-11.7 / 10.6-10.9; 1024 x 1
-// 20.2-21.3 / 21.7-21.9; 32 x 16 9.9 / 10.5; 256 x 16 59.7-64.7 / 61.4-61.7; 8 x 1024
-// 113.7 / 108.1.  The direct kernel up to 256 tokens.
+// direct / stream / tiled, 2026-11-30): 256 x 1 tokens 6.0 / 8.1 / 7.1; 512 x 1 9.8 / 9.5 /
+// 9.4; 1024 x 1 17.6 / 16.4 / 19.4; 32 x 16 8.8 / 5.9 / 9.3; 256 x 16 49.5 / 33.2 / 53.1;
+// 8 x 1024 93.9 / 56.7 / 91.1.  The direct kernel up to 256 tokens, the streaming one above.
 constexpr int64_t kSconvDirectMaxTokens = 256;
 
-bool use_direct_sconv(int64_t tokens, int64_t W, const at::Tensor& weight) {
+SconvVariant sconv_variant(int64_t tokens, int64_t W, const at::Tensor& weight) {
   const char* forced = std::getenv("XPRESS_EXT_SCONV_VARIANT");
   const std::string f = forced == nullptr ? "" : forced;
-  TORCH_CHECK_VALUE(f.empty() || f == "tiled" || f == "direct",
-                    "XPRESS_EXT_SCONV_VARIANT must be 'tiled' or 'direct', got '", f, "'");
-  const bool applies = W <= kSconvDirectMaxW && (W == 1 || weight.stride(1) == 1) &&
-                       weight.stride(0) == W && aligned16(weight.const_data_ptr());
-  if (!applies || f == "tiled") return false;
-  return f == "direct" || tokens <= kSconvDirectMaxTokens;
+  TORCH_CHECK_VALUE(f.empty() || f == "tiled" || f == "direct" || f == "stream",
+                    "XPRESS_EXT_SCONV_VARIANT must be 'tiled', 'direct' or 'stream', got '", f, "'");
+  const bool regs = W <= kSconvMaxRegW && weight.stride(0) == W && aligned16(weight.const_data_ptr());
+  if (!regs || f == "tiled") return SconvVariant::kTiled;
+  if (f == "direct") return SconvVariant::kDirect;
+  if (f == "stream") return SconvVariant::kStream;
+  return tokens <= kSconvDirectMaxTokens ? SconvVariant::kDirect : SconvVariant::kStream;
 }
 
 template <typename T, int E, int W>
@@ -105,20 +109,45 @@ void launch_sconv_direct_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T, int E>
-void launch_sconv_direct(const k::SconvArgs<T>& a, cudaStream_t stream) {
-  static_assert(kSconvDirectMaxW == 8, "one case per filter width below");
+// Tokens per thread of the streaming kernel.  Measured on the H200 (bf16, C = 4096, W = 4,
+// graph replay, us at R = 4 / 8 / 16): 512 x 1 tokens 7.5 / 8.9 / 32.7; 256 x 16 36.0 / 38.4 /
+// 57.2; 8 x 1024 66.9 / 59.5 / 71.6 (before the aligned-request path; after it, 256 x 16
+// 34.9 / 33.2, 8 x 1024 59.6 / 56.7).  At 16, 150 registers leave three CTAs per SM.
+constexpr int kSconvStreamRun = 8;
+
+template <typename T, int E, int W>
+void launch_sconv_stream_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
+  constexpr int R = kSconvStreamRun;
+  const dim3 grid(static_cast<unsigned>((a.tokens + R - 1) / R),
+                  static_cast<unsigned>((a.C / E + k::kSconvStreamThreads - 1) / k::kSconvStreamThreads));
+  k::sconv_stream_kernel<T, E, W, R><<<grid, k::kSconvStreamThreads, 0, stream>>>(a);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The register kernels with W as a template argument (their filters and windows are arrays).
+template <typename T, int E, template <typename, int, int> class Launch>
+void launch_by_width(const k::SconvArgs<T>& a, cudaStream_t stream) {
+  static_assert(kSconvMaxRegW == 8, "one case per filter width below");
   switch (a.W) {
-    case 1: return launch_sconv_direct_w<T, E, 1>(a, stream);
-    case 2: return launch_sconv_direct_w<T, E, 2>(a, stream);
-    case 3: return launch_sconv_direct_w<T, E, 3>(a, stream);
-    case 4: return launch_sconv_direct_w<T, E, 4>(a, stream);
-    case 5: return launch_sconv_direct_w<T, E, 5>(a, stream);
-    case 6: return launch_sconv_direct_w<T, E, 6>(a, stream);
-    case 7: return launch_sconv_direct_w<T, E, 7>(a, stream);
-    default: return launch_sconv_direct_w<T, E, 8>(a, stream);
+    case 1: return Launch<T, E, 1>::run(a, stream);
+    case 2: return Launch<T, E, 2>::run(a, stream);
+    case 3: return Launch<T, E, 3>::run(a, stream);
+    case 4: return Launch<T, E, 4>::run(a, stream);
+    case 5: return Launch<T, E, 5>::run(a, stream);
+    case 6: return Launch<T, E, 6>::run(a, stream);
+    case 7: return Launch<T, E, 7>::run(a, stream);
+    default: return Launch<T, E, 8>::run(a, stream);
   }
 }
+
+template <typename T, int E, int W>
+struct DirectLaunch {
+  static void run(const k::SconvArgs<T>& a, cudaStream_t s) { launch_sconv_direct_w<T, E, W>(a, s); }
+};
+template <typename T, int E, int W>
+struct StreamLaunch {
+  static void run(const k::SconvArgs<T>& a, cudaStream_t s) { launch_sconv_stream_w<T, E, W>(a, s); }
+};
 
 template <typename T>
 void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& weight,
@@ -161,12 +190,11 @@ void launch_sconv(const SconvDims& d, const at::Tensor& x, const at::Tensor& wei
                    a.c_sb % E == 0 && a.c_sh % E == 0 && a.c_sn % E == 0 && aligned16(a.x) &&
                    aligned16(a.cache) && aligned16(a.out);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.get_device()).stream();
-  if (vec && use_direct_sconv(d.T, d.W, weight)) {
-    launch_sconv_direct<T, E>(a, stream);
-  } else if (vec) {
-    launch_sconv_tiles<T, E>(a, stream);
-  } else {
-    launch_sconv_tiles<T, 1>(a, stream);
+  if (!vec) return launch_sconv_tiles<T, 1>(a, stream);
+  switch (sconv_variant(d.T, d.W, weight)) {
+    case SconvVariant::kDirect: return launch_by_width<T, E, DirectLaunch>(a, stream);
+    case SconvVariant::kStream: return launch_by_width<T, E, StreamLaunch>(a, stream);
+    default: return launch_sconv_tiles<T, E>(a, stream);
   }
 }
 

@@ -74,6 +74,20 @@ __device__ __forceinline__ int4 ld_stream16(const void* ptr) {
   return v;
 }
 
+// A load the compiler must issue where it stands: not sunk into the branch that first uses
+// it, and not after another such load's use (both would add a round trip to the chain of
+// dependent loads that bounds sconv at small batches).  Read-only data only (.nc).
+__device__ __forceinline__ int64_t ld_issue(const int64_t* ptr) {
+  int64_t v;
+  asm volatile("ld.global.nc.b64 %0, [%1];" : "=l"(v) : "l"(ptr));
+  return v;
+}
+__device__ __forceinline__ int32_t ld_issue(const int32_t* ptr) {
+  int32_t v;
+  asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(ptr));
+  return v;
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* ptr) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
 }

@@ -17,14 +17,18 @@
 // back by it: no ordering between CTAs is needed.  The grid depends only on T, C and the
 // device.  Bound: HBM bandwidth (x read, out and cache written, cached taps at request starts).
 //
-// Small batches (decode) use sconv_direct_kernel (below) instead: a thread per token and
-// channel vector, no staging, three rounds of dependent loads.
+// With 16-byte vectors and [C, W] filters that fit in registers (W <= 8), two kernels below
+// replace it: sconv_direct_kernel for small batches (decode: a thread per token and channel
+// vector, three rounds of dependent loads) and sconv_stream_kernel for large ones (a thread
+// per channel vector and run of 8 tokens, every tap a register).  This one is the general
+// fallback: any alignment, any W.
 //
 // Ids are data: seq_idx, the logical block, the physical block and the slot are clamped into
 // their tensors for addressing, so no value they hold makes an access leave the tensors.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -77,6 +81,20 @@ struct Lanes {
       for (int i = 0; i < E; ++i) p[i] = v[i];
     }
   }
+  // All E values in fp32; bf16 pairs by one shift or mask each (a bf16 is an fp32's top half).
+  __device__ __forceinline__ void to_floats(float (&f)[E]) const {
+    if constexpr (std::is_same_v<T, __nv_bfloat16> && E % 2 == 0) {
+#pragma unroll
+      for (int i = 0; i < E; i += 2) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(&v[i]);
+        f[i] = __uint_as_float(w << 16);
+        f[i + 1] = __uint_as_float(w & 0xffff0000u);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < E; ++i) f[i] = to_float(v[i]);
+    }
+  }
 };
 
 // q = a / b, r = a % b for a >= 0, b >= 1: 32-bit division when both fit, else 64-bit.
@@ -91,29 +109,19 @@ __device__ __forceinline__ void divmod(int64_t a, int64_t b, int64_t& q, int64_t
   }
 }
 
-// What phase 2 needs of one token, formed once per CTA (not once per channel lane).
+// What the taps of one token need, formed once per token (not once per channel vector).  Tap
+// j (window position pos - (W - 1) + j, x-row t - (W - 1) + j) is zero for j < nz (before the
+// sequence start), read from the cache for nz <= j < lead (before the first x-row the token
+// may read, max(query start, 0)), and from x for j >= lead.
 struct SconvToken {
-  int64_t pos, qs;    // absolute position, first x-row of its request
-  int64_t first;      // first tap position inside the sequence: max(pos - (W - 1), 0)
-  int64_t off0;       // first % block_size
-  int64_t blk[2];     // element offsets of the physical blocks of first's block and the next
+  int64_t off0;       // (first cached tap's position) % block_size
+  int64_t blk[2];     // element offsets of the physical blocks of that tap's block and the next
   int64_t slot_base;  // element offset of the token's cache slot (without the head's columns)
+  int64_t pos;        // position
+  int32_t req;        // request (seq_idx)
+  int32_t nz, lead;   // tap ranges above, in [0, W]
   int32_t has, live;  // a token row / a non-padding token (taps and a slot write)
 };
-
-// A load the compiler must issue where it stands: not sunk into the branch that first uses
-// it, and not after another such load's use (both would add a round trip to the chain of
-// dependent loads that bounds sconv at small batches).  Read-only data only (.nc).
-__device__ __forceinline__ int64_t ld_issue(const int64_t* ptr) {
-  int64_t v;
-  asm volatile("ld.global.nc.b64 %0, [%1];" : "=l"(v) : "l"(ptr));
-  return v;
-}
-__device__ __forceinline__ int32_t ld_issue(const int32_t* ptr) {
-  int32_t v;
-  asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(v) : "l"(ptr));
-  return v;
-}
 
 // Token t's record in two rounds of loads: its four metadata words together, then (when a tap
 // comes from the cache) both block-table entries a window can touch together.
@@ -122,24 +130,29 @@ __device__ __forceinline__ SconvToken sconv_token(const SconvArgs<T>& p, int64_t
   SconvToken m{};
   m.has = 1;
   const int64_t slot = ld_issue(p.slot_mapping + t);
-  m.pos = ld_issue(p.positions + t);
-  m.qs = ld_issue(p.query_start + t);
+  const int64_t pos = ld_issue(p.positions + t);
+  const int64_t qs = ld_issue(p.query_start + t);
   const int32_t req = ld_issue(p.seq_idx + t);
+  m.pos = pos;
+  m.req = req;
   m.live = slot >= 0;
   if (m.live) {
     const int64_t bs = p.block_size;
+    const int W = p.W;
     int64_t blk, off;
     divmod(slot, bs, blk, off);
     m.slot_base = clamp_index(blk, p.num_blocks) * p.c_sb + off * p.c_sn;
-    // (logical block, offset) of the first tap: one division per token.
-    m.first = m.pos - (p.W - 1) > 0 ? m.pos - (p.W - 1) : 0;
+    const int64_t before = (W - 1) - pos;                     // taps before position 0
+    const int64_t ahead = (qs > 0 ? qs : 0) - (t - (W - 1));  // taps before the first x-row
+    m.nz = before <= 0 ? 0 : (before >= W ? W : static_cast<int32_t>(before));
+    m.lead = ahead <= 0 ? 0 : (ahead >= W ? W : static_cast<int32_t>(ahead));
+    // (logical block, offset) of the first cached tap, position pos - (W - 1) + nz: one
+    // division per token.  W <= block_size, so the cached taps span at most two blocks; the
+    // second entry is read even when unused (clamped into the table), so that both loads are
+    // in flight together.
     int64_t lblk;
-    divmod(m.first, bs, lblk, m.off0);
-    // Cached taps: positions before the first x-row a tap may read, max(query start, 0).
-    // W <= block_size, so they span at most two blocks; the second entry is read even when
-    // unused (clamped into the table), so that both loads are in flight together.
-    const int64_t fwd_row = m.qs > 0 ? m.qs : 0;
-    if (m.first < m.pos - (t - fwd_row)) {
+    divmod(pos - (W - 1) + m.nz, bs, lblk, m.off0);
+    if (m.lead > m.nz) {
       const int32_t* table = p.block_table + clamp_index(req, p.num_reqs) * p.bt_sr;
       const int32_t b0 = ld_issue(table + clamp_index(lblk, p.max_blocks));
       const int32_t b1 = ld_issue(table + clamp_index(lblk + 1, p.max_blocks));
@@ -156,36 +169,86 @@ __device__ __forceinline__ int64_t sconv_head_offset(const SconvArgs<T>& p, int 
   return (c0 / p.ws) * p.c_sh + p.off_s + c0 % p.ws;
 }
 
-// Where tap j (window position pos - (W - 1) + j) of token t comes from: nullptr before the
-// sequence start (a zero tap), x_row(row) inside this forward (the immutable input), else the
-// paged cache (before this forward).
-template <typename T, typename XRow>
-__device__ __forceinline__ const T* sconv_tap_src(const SconvArgs<T>& p, const SconvToken& m,
-                                                  int64_t t, int j, int64_t head_off, XRow x_row) {
-  const int64_t sp = m.pos - (p.W - 1) + j;
-  const int64_t row = t - (p.W - 1) + j;
-  if (sp < 0) return nullptr;
-  if (row >= m.qs && row >= 0) return x_row(row);
-  const int64_t off = m.off0 + (sp - m.first);
+// Cache address of tap j (nz <= j < lead) of a token, channel vector at head_off.
+template <typename T>
+__device__ __forceinline__ const T* sconv_cached_tap(const SconvArgs<T>& p, const SconvToken& m,
+                                                     int j, int64_t head_off) {
+  const int64_t off = m.off0 + (j - m.nz);
   const int64_t bs = p.block_size;
   return p.cache + head_off + (off < bs ? m.blk[0] + off * p.c_sn : m.blk[1] + (off - bs) * p.c_sn);
 }
 
-// The token's x to its slot (non-padding tokens), conv (+SiLU) (+residual) to out.
+// Where tap j of token t comes from: nullptr before the sequence start (a zero tap), x_row(row)
+// inside this forward (the immutable input), else the paged cache (before this forward).
+template <typename T, typename XRow>
+__device__ __forceinline__ const T* sconv_tap_src(const SconvArgs<T>& p, const SconvToken& m,
+                                                  int64_t t, int j, int64_t head_off, XRow x_row) {
+  if (j < m.nz) return nullptr;
+  if (j >= m.lead) return x_row(t - (p.W - 1) + j);
+  return sconv_cached_tap(p, m, j, head_off);
+}
+
+// SiLU in fp32.  16-bit outputs use the hardware's approximate exp2 and reciprocal on the
+// stable form v * sigmoid(v), sigmoid from t = exp(-|v|) <= 1 (so the reciprocal's argument
+// is in [1, 2]): a few fp32 ulps, far below the output's rounding (2^-9 for bf16, 2^-12 for
+// fp16), seven instructions and no branch.  IEEE expf and division take ~18 with a slow-path
+// branch per element that keeps the compiler from overlapping the elements' latencies.  fp32
+// outputs keep the IEEE functions.
+template <typename T>
+__device__ __forceinline__ float sconv_silu(float v) {
+  if constexpr (sizeof(T) == 2) {
+    float t, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fabsf(v) * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + t));
+    return __fmul_rn(v, v >= 0.f ? r : __fmul_rn(t, r));
+  } else {
+    return v / (1.0f + expf(-v));
+  }
+}
+
+// The token's x to its slot (non-padding tokens), conv (+SiLU) (+residual) to out.  The
+// activation and the residual are tested once per token, not per element, so a token's
+// SiLUs form one block the compiler can interleave; callers that pass them as constants
+// (sconv_finish) get no test at all, so a run of tokens is one block.  The SiLU's product and
+// the residual's sum are _rn intrinsics, never contracted into an FMA: whether the compiler
+// would contract them depends on the code around them, and every kernel must give the same
+// bits.
+template <typename T, int E>
+__device__ __forceinline__ void sconv_store(const SconvArgs<T>& p, const SconvToken& m, int64_t t,
+                                            int c0, int64_t head_off, const Lanes<T, E>& xt,
+                                            const float (&acc)[E], bool silu, bool residual) {
+  if (m.live) xt.store(p.cache + m.slot_base + head_off);
+  float v[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) v[k] = acc[k];
+  if (silu) {
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = sconv_silu<T>(v[k]);
+  }
+  if (residual) {
+    float xf[E];
+    xt.to_floats(xf);
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = __fadd_rn(v[k], xf[k]);
+  }
+  Lanes<T, E> o;
+#pragma unroll
+  for (int k = 0; k < E; ++k) o.v[k] = from_float<T>(v[k]);
+  o.store(p.out + t * p.C + c0);
+}
+
 template <typename T, int E>
 __device__ __forceinline__ void sconv_store(const SconvArgs<T>& p, const SconvToken& m, int64_t t,
                                             int c0, int64_t head_off, const Lanes<T, E>& xt,
                                             const float (&acc)[E]) {
-  if (m.live) xt.store(p.cache + m.slot_base + head_off);
-  Lanes<T, E> o;
-#pragma unroll
-  for (int k = 0; k < E; ++k) {
-    float v = acc[k];
-    if (p.silu) v = v / (1.0f + expf(-v));
-    if (p.residual) v += to_float(xt.v[k]);
-    o.v[k] = from_float<T>(v);
-  }
-  o.store(p.out + t * p.C + c0);
+  sconv_store(p, m, t, c0, head_off, xt, acc, p.silu, p.residual);
+}
+
+template <bool kSilu, bool kResidual, typename T, int E>
+__device__ __forceinline__ void sconv_finish(const SconvArgs<T>& p, const SconvToken& m, int64_t t,
+                                             int c0, int64_t head_off, const Lanes<T, E>& xt,
+                                             const float (&acc)[E]) {
+  sconv_store(p, m, t, c0, head_off, xt, acc, kSilu, kResidual);
 }
 
 // Shape of one CTA's tile; shared memory = the tile's x rows, its fp32 weights, token records.
@@ -326,14 +389,147 @@ __global__ void __launch_bounds__(kSconvDirectThreads)
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       if (src[j] == nullptr) continue;
+      float xf[E];
+      tap[j].to_floats(xf);
 #pragma unroll
       for (int k = 0; k < E; ++k) {
         const float w = to_float(wv[(k * W + j) / E].v[(k * W + j) % E]);  // weight[c0 + k, j]
-        acc[k] = fmaf(to_float(tap[j].v[k]), w, acc[k]);
+        acc[k] = fmaf(xf[k], w, acc[k]);
       }
     }
   }
   sconv_store(p, m, t, c0, head_off, xt, acc);
+}
+
+// Streaming sconv for large batches: each thread owns one 16-byte channel vector and a run of
+// R consecutive tokens.  Grid: (ceil(T / R), ceil(C / (E * 128))).  A thread loads its filters
+// once (converted to fp32 in registers) and the R + W - 1 x rows its run's windows cover, all
+// in flight together, while R threads of the CTA form the run's token records (one per
+// token, in shared memory); after one barrier every tap inside the forward is a register of
+// that window (index known at compile time), so per token and element the work is W FMAs and
+// the epilogue.  A run whose tokens all read every tap from the window (the barrier tells) is
+// one straight block of code, the tokens' latencies overlapping.  So is a run that starts a
+// request with cached history (each request's first run in spec decoding): the W - 1 window
+// rows before it are replaced by that request's W - 1 cached taps, the ones its first tokens
+// read, so every tap is again a window register.  Otherwise each token checks for zero taps
+// and for taps from the cache, which it loads itself -- uniform branches: every thread of a
+// CTA handles the same tokens.  Same FMA order as the kernels above, so the same bits.
+constexpr int kSconvStreamThreads = 128;
+
+template <bool kSilu, bool kResidual, typename T, int E, int W, int R>
+__device__ __forceinline__ void sconv_stream_run(const SconvArgs<T>& p, const SconvToken* meta,
+                                                 int64_t t0, int c0, bool simple,
+                                                 const Lanes<T, E> (&win)[R + W - 1],
+                                                 const float (&wf)[W][E]) {
+  using Vec = Lanes<T, E>;
+  const int64_t head_off = sconv_head_offset(p, c0);
+  if (simple) {  // every token of the run live, in range, all taps from the window
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      float acc[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) acc[k] = 0.f;
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        float xf[E];
+        win[i + j].to_floats(xf);
+#pragma unroll
+        for (int k = 0; k < E; ++k) acc[k] = fmaf(xf[k], wf[j][k], acc[k]);
+      }
+      sconv_finish<kSilu, kResidual>(p, meta[i], t0 + i, c0, head_off, win[i + W - 1], acc);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const SconvToken& m = meta[i];
+    if (!m.has) break;  // past T: so are the tokens after it
+    float acc[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) acc[k] = 0.f;
+    if (m.live) {
+      const int nz = m.nz, lead = m.lead;
+      Vec tap[W];
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        tap[j] = win[i + j];
+        if (j >= nz && j < lead) tap[j].load(sconv_cached_tap(p, m, j, head_off));
+      }
+#pragma unroll
+      for (int j = 0; j < W; ++j) {
+        if (j < nz) continue;
+        float xf[E];
+        tap[j].to_floats(xf);
+#pragma unroll
+        for (int k = 0; k < E; ++k) acc[k] = fmaf(xf[k], wf[j][k], acc[k]);
+      }
+    }
+    sconv_finish<kSilu, kResidual>(p, m, t0 + i, c0, head_off, win[i + W - 1], acc);
+  }
+}
+
+template <typename T, int E, int W, int R>
+__global__ void __launch_bounds__(kSconvStreamThreads)
+    sconv_stream_kernel(const __grid_constant__ SconvArgs<T> p) {
+  static_assert(E * sizeof(T) == 16, "the streaming kernel moves 16-byte vectors");
+  static_assert(R <= kSconvStreamThreads, "one thread per token forms the records");
+  using Vec = Lanes<T, E>;
+  __shared__ SconvToken meta[R];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int c0 = (static_cast<int>(blockIdx.y) * kSconvStreamThreads + static_cast<int>(threadIdx.x)) * E;
+  const bool has_c = c0 < p.C;
+  // x rows t0 - (W - 1) .. t0 + R - 1: win[k] is row t0 - (W - 1) + k (zero outside [0, T)).
+  Vec win[R + W - 1];
+  Vec wv[W];
+#pragma unroll
+  for (int k = 0; k < R + W - 1; ++k) {
+    const int64_t row = t0 - (W - 1) + k;
+    if (has_c && row >= 0 && row < p.tokens) {
+      win[k].load(p.x + row * p.x_st + c0);
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; ++e) win[k].v[e] = from_float<T>(0.f);
+    }
+  }
+  if (has_c) {
+#pragma unroll
+    for (int q = 0; q < W; ++q) wv[q].load(p.weight + static_cast<int64_t>(c0) * W + q * E);
+  }
+  // simple: every token live, in range, no zero tap, and its taps all window rows -- after
+  // the rows before t0 are replaced by the cached taps of token 0 when its request starts at
+  // t0 (then token i < W - 1 must be of that request, at position pos_0 + i, so that its
+  // W - 1 - i cached taps are token 0's last ones).
+  bool simple = true;
+  if (threadIdx.x < R) {
+    const int i = static_cast<int>(threadIdx.x);
+    const int64_t t = t0 + i;
+    const int64_t qs0 = ld_issue(p.query_start + t0), pos0 = ld_issue(p.positions + t0);
+    const int32_t req0 = ld_issue(p.seq_idx + t0);
+    const SconvToken m = t < p.tokens ? sconv_token(p, t) : SconvToken{};
+    meta[i] = m;
+    const int want = qs0 == t0 && i < W - 1 ? W - 1 - i : 0;  // its cached taps
+    simple = m.has && m.live && m.nz == 0 && m.lead == want &&
+             (want == 0 || (m.pos == pos0 + i && m.req == req0));
+  }
+  simple = __syncthreads_and(simple);
+  if (!has_c) return;
+  if (simple && meta[0].lead > 0) {  // = W - 1: token 0's cached taps replace rows t0 - (W - 1) ..
+    const int64_t head_off = sconv_head_offset(p, c0);
+#pragma unroll
+    for (int j = 0; j < W - 1; ++j) win[j].load(sconv_cached_tap(p, meta[0], j, head_off));
+  }
+  float wf[W][E];  // weight[c0 + k, j]
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+#pragma unroll
+    for (int k = 0; k < E; ++k) wf[j][k] = to_float(wv[(k * W + j) / E].v[(k * W + j) % E]);
+  }
+  if (p.silu) {
+    if (p.residual) return sconv_stream_run<true, true, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
+    return sconv_stream_run<true, false, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
+  }
+  if (p.residual) return sconv_stream_run<false, true, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
+  sconv_stream_run<false, false, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
 }
 
 // sconv_seq_metadata: per token, the owning request (largest j < num_reqs with
