@@ -188,48 +188,63 @@ __device__ __forceinline__ const T* sconv_tap_src(const SconvArgs<T>& p, const S
   return sconv_cached_tap(p, m, j, head_off);
 }
 
-// SiLU in fp32.  16-bit outputs use the hardware's approximate exp2 and reciprocal on the
-// stable form v * sigmoid(v), sigmoid from t = exp(-|v|) <= 1 (so the reciprocal's argument
-// is in [1, 2]): a few fp32 ulps, far below the output's rounding (2^-9 for bf16, 2^-12 for
-// fp16), seven instructions and no branch.  IEEE expf and division take ~18 with a slow-path
-// branch per element that keeps the compiler from overlapping the elements' latencies.  fp32
-// outputs keep the IEEE functions.
+// SiLU in fp32, and SiLU plus the residual.  16-bit outputs use the hardware's approximate
+// exp2 and reciprocal on the stable form v * sigmoid(v), sigmoid from t = exp(-|v|) <= 1 (so
+// the reciprocal's argument is in [1, 2]): a few fp32 ulps, far below the output's rounding
+// (2^-9 for bf16, 2^-12 for fp16), seven instructions and no branch; with the residual the
+// product and the sum are one FMA.  IEEE expf and division take ~18 with a slow-path branch
+// per element that keeps the compiler from overlapping the elements' latencies.  fp32 outputs
+// keep the IEEE functions.  Products and sums are written as fmaf / _rn intrinsics: whether
+// the compiler would contract a plain `a * b + c` depends on the code around it, and every
+// kernel must give the same bits.
+__device__ __forceinline__ float sigmoid_approx(float v) {
+  float t, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(__fmul_rn(fabsf(v), -1.4426950408889634f)));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fadd_rn(1.0f, t)));
+  return v >= 0.f ? r : __fmul_rn(t, r);
+}
+
 template <typename T>
 __device__ __forceinline__ float sconv_silu(float v) {
   if constexpr (sizeof(T) == 2) {
-    float t, r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fabsf(v) * -1.4426950408889634f));
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + t));
-    return __fmul_rn(v, v >= 0.f ? r : __fmul_rn(t, r));
+    return __fmul_rn(v, sigmoid_approx(v));
   } else {
-    return v / (1.0f + expf(-v));
+    return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v)));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float sconv_silu_add(float v, float x) {
+  if constexpr (sizeof(T) == 2) {
+    return fmaf(v, sigmoid_approx(v), x);
+  } else {
+    return __fadd_rn(sconv_silu<T>(v), x);
   }
 }
 
 // The token's x to its slot (non-padding tokens), conv (+SiLU) (+residual) to out.  The
 // activation and the residual are tested once per token, not per element, so a token's
 // SiLUs form one block the compiler can interleave; callers that pass them as constants
-// (sconv_finish) get no test at all, so a run of tokens is one block.  The SiLU's product and
-// the residual's sum are _rn intrinsics, never contracted into an FMA: whether the compiler
-// would contract them depends on the code around them, and every kernel must give the same
-// bits.
+// (sconv_finish) get no test at all, so a run of tokens is one block.
 template <typename T, int E>
 __device__ __forceinline__ void sconv_store(const SconvArgs<T>& p, const SconvToken& m, int64_t t,
                                             int c0, int64_t head_off, const Lanes<T, E>& xt,
                                             const float (&acc)[E], bool silu, bool residual) {
   if (m.live) xt.store(p.cache + m.slot_base + head_off);
-  float v[E];
+  float xf[E], v[E];
+  xt.to_floats(xf);
+  if (silu && residual) {
 #pragma unroll
-  for (int k = 0; k < E; ++k) v[k] = acc[k];
-  if (silu) {
+    for (int k = 0; k < E; ++k) v[k] = sconv_silu_add<T>(acc[k], xf[k]);
+  } else if (silu) {
 #pragma unroll
-    for (int k = 0; k < E; ++k) v[k] = sconv_silu<T>(v[k]);
-  }
-  if (residual) {
-    float xf[E];
-    xt.to_floats(xf);
+    for (int k = 0; k < E; ++k) v[k] = sconv_silu<T>(acc[k]);
+  } else if (residual) {
 #pragma unroll
-    for (int k = 0; k < E; ++k) v[k] = __fadd_rn(v[k], xf[k]);
+    for (int k = 0; k < E; ++k) v[k] = __fadd_rn(acc[k], xf[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < E; ++k) v[k] = acc[k];
   }
   Lanes<T, E> o;
 #pragma unroll
@@ -262,8 +277,10 @@ struct SconvTile {
   static size_t smem_bytes(int W) { return kXBytes + kMetaBytes + sizeof(float) * W * kChannels; }
 };
 
+// At most 64 registers, for four CTAs per SM: a build in which the epilogue took it to 74
+// (three CTAs) ran 1.8x slower at spec and prefill (H200, 2026-11-30).
 template <typename T, int E, int TPW>
-__global__ void __launch_bounds__(kSconvThreads)
+__global__ void __launch_bounds__(kSconvThreads, 4)
     sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
   using Tile = SconvTile<T, E, TPW>;
   using Vec = Lanes<T, E>;
