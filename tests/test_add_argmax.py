@@ -11,6 +11,8 @@ from xpress_testing import (
     blk_with_sentinel,
     extreme_sum_rows,
     gen,
+    needs_cuda,
+    packed_rule_rows,
     rounded_scores,
     rule_argmax,
 )
@@ -115,6 +117,65 @@ def test_subnormal_and_overflow_sums(device, dtype, V):
     base, bias, expect = extreme_sum_rows(V, dtype)
     blk = check(base.to(device), bias.to(device), 3, 2, device)
     assert torch.equal(blk[:, 1].cpu(), expect)
+
+
+def aligned_rows(t, device):
+    """t's rows as a view whose rows start 16-byte aligned (storage padded to a multiple of 8)."""
+    V = t.shape[-1]
+    padded = torch.zeros(t.shape[0], (V + 7) // 8 * 8 + 8, dtype=t.dtype, device=device)
+    padded[:, :V] = t.to(device)
+    return padded[:, :V]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("V", [V_FULL, 4096 + 13])
+def test_packed_scan_rules(device, dtype, V):
+    """packed_rule_rows (NaN signs and payloads, signed zeros from the sum, a tie between two
+    steps of one thread, a maximum in the unaligned tail) through 16-byte-aligned rows, the
+    16-bit packed scan's layout on CUDA."""
+    base, bias, expect = packed_rule_rows(V, dtype)
+    rows = base.shape[0]
+    blk = check(aligned_rows(base, device), aligned_rows(bias, device), rows, 2, device)
+    assert torch.equal(blk[:, 1].cpu(), expect)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_scan_knob_same_ids(dtype, monkeypatch):
+    """XPRESS_EXT_ARGMAX_SCAN=chain (per-element compare chain, general top-C kernel) and the
+    default packed scan write the same ids, for add_argmax and topc_argmax, on random and rule
+    rows."""
+    dev = "cuda"
+    rule_base, rule_bias, _ = packed_rule_rows(V_FULL, dtype)
+    base = torch.cat([rand_rows(4, 16, V_FULL, dtype, "cpu", 21), rule_base])
+    bias = torch.cat([rand_rows(4, 16, V_FULL, dtype, "cpu", 22), rule_bias])
+    base, bias = aligned_rows(base, dev), aligned_rows(bias, dev)
+    C = 512
+    tb, tc, _ = packed_rule_rows(C, dtype)
+    base_c = torch.cat([torch.randn(60, C, generator=gen(23)).to(dtype), tb]).to(dev)[None]
+    bias_c = torch.cat([torch.randn(60, C, generator=gen(24)).to(dtype), tc]).to(dev)[None]
+    rows_c = base_c.shape[1]
+    cand = torch.randint(0, 50_000, (1, rows_c, C), generator=gen(25)).to(dev)
+    out = {}
+    for scan in ("chain", "packed"):
+        monkeypatch.setenv("XPRESS_EXT_ARGMAX_SCAN", scan)
+        blk = blk_with_sentinel(base.shape[0], 2, dev)
+        xpress_ext.add_argmax_to_blk(base, bias, blk)
+        blk_c = blk_with_sentinel(1, rows_c + 1, dev)
+        xpress_ext.topc_argmax_to_blk(base_c, bias_c, cand, blk_c)
+        out[scan] = (blk, blk_c)
+    assert torch.equal(out["chain"][0], out["packed"][0])
+    assert torch.equal(out["chain"][1], out["packed"][1])
+    assert torch.equal(out["packed"][0], ref.add_argmax_to_blk(base, bias, blk_with_sentinel(base.shape[0], 2, dev)))
+
+
+@needs_cuda
+def test_scan_knob_rejects_unknown_names(monkeypatch):
+    monkeypatch.setenv("XPRESS_EXT_ARGMAX_SCAN", "fast")
+    base = torch.zeros(2, 64, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="XPRESS_EXT_ARGMAX_SCAN must be 'packed' or 'chain'"):
+        xpress_ext.add_argmax_to_blk(base, base, blk_with_sentinel(2, 2, "cuda"))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -281,8 +281,12 @@ def test_cache_beyond_2_pow_31_elements():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("lengths", [[5], [1, 1, 1], [3, 0, 7, 1, 16, 0, 2], list(range(1, 40))])
-@pytest.mark.parametrize("pad", [0, 5])
+# The CUDA kernel stages query_start_loc in shared memory up to 4096 requests and searches it
+# in global memory beyond: 4500 requests (empty ones among them) take the second path.  Pad 600
+# leaves whole CTAs of padding rows (256 tokens each).
+@pytest.mark.parametrize("lengths", [[5], [1, 1, 1], [3, 0, 7, 1, 16, 0, 2], list(range(1, 40)), [1] * 256,
+                                     [(i * 7) % 5 for i in range(4500)]])
+@pytest.mark.parametrize("pad", [0, 5, 600])
 def test_seq_metadata(device, lengths, pad):
     qsl = torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist(), dtype=torch.int32, device=device)
     num_reqs, actual = len(lengths), int(qsl[-1])

@@ -147,6 +147,48 @@ def extreme_sum_rows(V, dtype):
     return base.to(dtype), bias.to(dtype), torch.tensor([500, 41, 3])
 
 
+def raw_bits(values, dtype):
+    """A 1-D tensor of ``dtype`` holding the given raw bit patterns (NaN signs and payloads kept)."""
+    itype = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}[dtype]
+    nbits = 16 if itype == torch.int16 else 32
+    return torch.tensor([v - (1 << nbits) if v >= 1 << (nbits - 1) else v for v in values], dtype=itype).view(dtype)
+
+
+# NaNs of each dtype: the canonical one, a negative one with a payload, a positive one with
+# another payload.
+NAN_BITS = {
+    torch.bfloat16: (0x7FC0, 0xFFA1, 0x7F81),
+    torch.float16: (0x7E00, 0xFD01, 0x7C01),
+    torch.float32: (0x7FC00000, 0xFFA00001, 0x7F800001),
+}
+
+
+def packed_rule_rows(L, dtype):
+    """Rows of length L for the 16-bit packed scan's rules, each with the index the rule must
+    return: NaNs of any sign and payload tie (the first wins) and beat +inf; -0.0 ties with
+    +0.0 whichever the sum made; a tie between two steps of one thread (a and b are 16,384
+    apart in long rows: 512 threads x 8 elements x 4 vectors) keeps the earlier; a maximum in
+    the unaligned tail (L % 8 != 0), alone or tied with an earlier element."""
+    a, b = 40, (40 + 16384 if L > 20000 else L // 2 + 3)
+    rows, bias_rows, expect = [], [], []
+
+    def row(expected, **cols):
+        r, c = torch.full((L,), -5.0).to(dtype), torch.zeros(L).to(dtype)
+        for name, (idx, val) in cols.items():
+            (c if name.startswith("bias") else r)[idx] = val
+        rows.append(r), bias_rows.append(c), expect.append(expected)
+
+    nan = raw_bits(NAN_BITS[dtype], dtype)
+    row(5, inf=([0, 1], float("inf")), nan=([b, 5, a], nan))  # the first NaN is a negative one
+    row(a, top=([a, b, L - 1], 3.0))  # a tie across steps and with the tail
+    row(L - 1, top=([L - 1], 3.0))
+    row(L // 2, top=([L - 2, L // 2], 3.0))
+    row(a, z=([a], -0.0), bias_z=([a], -0.0), p=([b], 0.0), bias_p=([b], -0.0))  # -0 + -0 first
+    row(3, z=([b], -0.0), bias_z=([b], -0.0), p=([3], 0.0), bias_p=([3], -0.0))  # +0 first
+    row(b, inf=([a, b], float("inf")), bias_ninf=([b], float("-inf")))  # inf + -inf = NaN
+    return torch.stack(rows), torch.stack(bias_rows), torch.tensor(expect)
+
+
 def blk_with_sentinel(N, B, device, value=-7):
     return torch.full((N, B), value, dtype=torch.long, device=device)
 

@@ -235,8 +235,12 @@ void sconv_seq_metadata_cuda(const at::Tensor& query_start_loc, int64_t num_reqs
   a.num_actual = num_actual_tokens;
   a.num_padded = padded;
   const unsigned grid = static_cast<unsigned>((padded + k::kSeqMetadataThreads - 1) / k::kSeqMetadataThreads);
-  k::seq_metadata_kernel<<<grid, k::kSeqMetadataThreads, 0,
-                           at::cuda::getCurrentCUDAStream(query_start_loc.get_device()).stream()>>>(a);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(query_start_loc.get_device()).stream();
+  if (num_reqs <= k::kSeqMetadataStaged) {
+    k::seq_metadata_kernel<true><<<grid, k::kSeqMetadataThreads, 0, stream>>>(a);
+  } else {
+    k::seq_metadata_kernel<false><<<grid, k::kSeqMetadataThreads, 0, stream>>>(a);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

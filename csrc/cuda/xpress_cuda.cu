@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "../checks.h"
@@ -291,6 +292,28 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
 // ---------------------------------------------------------------------------------------------
 // add_argmax_to_blk
 
+// XPRESS_EXT_ARGMAX_SCAN (benchmarks and tests, read per call): "packed" (default) scores 16-bit
+// rows two per register and takes top-C argmax's packed kernel; "chain" keeps the per-element
+// RunningArgmax chain and the general top-C kernel.
+bool packed_argmax_scan() {
+  const char* v = std::getenv("XPRESS_EXT_ARGMAX_SCAN");
+  if (v == nullptr || *v == '\0') return true;
+  const std::string s(v);
+  TORCH_CHECK_VALUE(s == "packed" || s == "chain", "XPRESS_EXT_ARGMAX_SCAN must be 'packed' or 'chain', got '",
+                    s, "'");
+  return s == "packed";
+}
+
+// kernel<kVec, kPacked> for the row layout and dtype: the packed scan needs 16-bit vectors.
+template <typename T, typename Pick>
+auto pick_argmax_kernel(bool vec, Pick pick) {
+  const bool packed = packed_argmax_scan();  // read (and checked) for every dtype
+  if constexpr (sizeof(T) == 2) {
+    if (vec && packed) return pick(std::true_type{}, std::true_type{});
+  }
+  return vec ? pick(std::true_type{}, std::false_type{}) : pick(std::false_type{}, std::false_type{});
+}
+
 template <typename T>
 void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at::Tensor& bias,
                        at::Tensor& blk) {
@@ -327,7 +350,9 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   const bool vec = rows_vectorizable(base, {d.base.sn, d.base.sb}) &&
                    rows_vectorizable(bias, {d.bias.sn, d.bias.sb});
 
-  auto kernel = vec ? k::add_argmax_kernel<T, true> : k::add_argmax_kernel<T, false>;
+  auto kernel = pick_argmax_kernel<T>(vec, [](auto kvec, auto kpacked) {
+    return k::add_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
+  });
   const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
                         dim3(k::kArgmaxThreads), 0,
                         at::cuda::getCurrentCUDAStream(device).stream(), splits);
@@ -364,11 +389,28 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(blk.get_device()).stream();
   const bool vec = rows_vectorizable(base_c, {a.base_sn, a.base_sb}) &&
                    rows_vectorizable(bias_c, {a.bias_sn, a.bias_sb});
-  if (vec) {
-    k::topc_argmax_kernel<T, true><<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
-  } else {
-    k::topc_argmax_kernel<T, false><<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
+  if constexpr (sizeof(T) == 2) {
+    constexpr int kV = k::kVecElems<T>;
+    const int64_t vecs = (d.C + 32 * kV - 1) / (32 * kV);  // 16-byte vectors per lane
+    if (vec && d.C % kV == 0 && vecs <= k::kTopcPackedMaxVecs && d.N <= 65535 && packed_argmax_scan()) {
+      const dim3 pgrid(static_cast<unsigned>((d.Bm1 + k::kTopcPackedWarps - 1) / k::kTopcPackedWarps),
+                       static_cast<unsigned>(d.N));
+      constexpr unsigned kThreads = k::kTopcPackedWarps * 32;
+      if (vecs == 1) {
+        k::topc_argmax_packed_kernel<T, 1><<<pgrid, kThreads, 0, stream>>>(a);
+      } else if (vecs == 2) {
+        k::topc_argmax_packed_kernel<T, 2><<<pgrid, kThreads, 0, stream>>>(a);
+      } else {
+        k::topc_argmax_packed_kernel<T, 4><<<pgrid, kThreads, 0, stream>>>(a);
+      }
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
   }
+  auto kernel = pick_argmax_kernel<T>(vec, [](auto kvec, auto kpacked) {
+    return k::topc_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
+  });
+  kernel<<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

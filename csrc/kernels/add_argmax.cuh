@@ -42,10 +42,45 @@ struct AddArgmaxArgs {
 // starts are 16-byte aligned and lo is a multiple of the vector width; the last partial vector
 // (hi not a multiple) is read element by element.  kUnroll vectors of each operand are in flight
 // per thread before any is used.
-template <typename T, bool kVec, int kUnroll>
+// kPacked (16-bit T with kVec): each step's vectors are scored packed (argmax.cuh); a step's
+// best word replaces the thread's only when its key is strictly larger, so earlier steps win
+// ties, and the winner becomes a RunningArgmax entry at the end.
+template <typename T, bool kVec, int kUnroll, bool kPacked = false>
 __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* base, const T* bias,
                                                 int64_t lo, int64_t hi, int lane, int threads) {
-  if constexpr (kVec) {
+  static_assert(!kPacked || (kVec && sizeof(T) == 2), "the packed scan takes 16-bit vectors");
+  if constexpr (kPacked) {
+    constexpr int kV = kVecElems<T>;
+    const int64_t stride = static_cast<int64_t>(threads) * kV;
+    const int64_t full_end = lo + (hi - lo) / kV * kV;
+    uint32_t top = 0;  // the best step's word; 0 until a step ran
+    int64_t top_i = 0;
+    for (int64_t i = lo + static_cast<int64_t>(lane) * kV; i < full_end; i += stride * kUnroll) {
+      int4 a[kUnroll], c[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (u == 0 || i + u * stride < full_end) {
+          a[u] = ld_stream16(base + i + u * stride);
+          c[u] = ld_stream16(bias + i + u * stride);
+        }
+      }
+      uint32_t w = 0;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (u == 0 || i + u * stride < full_end) w = max(w, packed_vec_max<T>(a[u], c[u], u * kV));
+      }
+      if ((w >> 16) > (top >> 16)) {
+        top = w;
+        top_i = i;
+      }
+    }
+    if (top != 0) {
+      const uint32_t e = packed_position(top);  // vector e / kV of the step, element e % kV
+      best.offer_key(packed_argmax_key<T>(top), top_i + e / kV * stride + e % kV);
+    }
+    const int64_t j = full_end + lane;  // at most kV - 1 tail elements, after every vector
+    if (j < hi) best.offer(rounded_sum(base[j], bias[j]), j);
+  } else if constexpr (kVec) {
     constexpr int kV = kVecElems<T>;
     const int64_t stride = static_cast<int64_t>(threads) * kV;
     const int64_t full_end = lo + (hi - lo) / kV * kV;
@@ -77,7 +112,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
   }
 }
 
-template <typename T, bool kVec>
+template <typename T, bool kVec, bool kPacked>
 __global__ void __launch_bounds__(kArgmaxThreads)
     add_argmax_kernel(const __grid_constant__ AddArgmaxArgs<T> p) {
   using BlockReduce = cub::BlockReduce<uint64_t, kArgmaxThreads>;
@@ -100,7 +135,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     const int64_t hi = lo + p.chunk < p.vocab ? lo + p.chunk : p.vocab;
     RunningArgmax best;
     if (lo < hi) {
-      scan_add_argmax<T, kVec, kArgmaxUnroll>(best, p.base + n * p.base_sn + b * p.base_sb,
+      scan_add_argmax<T, kVec, kArgmaxUnroll, kPacked>(best, p.base + n * p.base_sn + b * p.base_sb,
                                               p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi,
                                               threadIdx.x, kArgmaxThreads);
     }

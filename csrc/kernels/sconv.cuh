@@ -551,7 +551,11 @@ __global__ void __launch_bounds__(kSconvStreamThreads)
 
 // sconv_seq_metadata: per token, the owning request (largest j < num_reqs with
 // query_start_loc[j] <= t) by binary search, and that request's first row; padding rows get
-// zeros.  Grid: ceil(num_padded / 256), one thread per token.
+// zeros.  Grid: ceil(num_padded / 256), one thread per token.  kStaged (num_reqs <=
+// kSeqMetadataStaged): the CTA first copies query_start_loc[0, num_reqs) into shared memory, all
+// its loads in flight together, so the search's ~log2(num_reqs) dependent steps are shared-memory
+// reads instead of global round trips (decode at 256 requests: eight).  Both paths probe the
+// same indices, so they agree on any data.
 struct SeqMetadataArgs {
   const int32_t* query_start_loc;
   int32_t* seq_idx;
@@ -560,24 +564,45 @@ struct SeqMetadataArgs {
 };
 
 constexpr int kSeqMetadataThreads = 256;
+constexpr int kSeqMetadataStaged = 4096;  // 16 KB of shared memory
 
+// The owning request of token t < num_actual and its first row, searching qsl[0, num_reqs):
+// reads stay in that range whatever the data.
+__device__ __forceinline__ void seq_metadata_search(const int32_t* qsl, int64_t num_reqs, int64_t t,
+                                                    int32_t& req, int32_t& first) {
+  int64_t lo = 0, hi = num_reqs - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (qsl[mid] <= t) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  req = static_cast<int32_t>(lo);
+  first = qsl[lo];
+}
+
+template <bool kStaged>
 __global__ void __launch_bounds__(kSeqMetadataThreads)
     seq_metadata_kernel(const __grid_constant__ SeqMetadataArgs p) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kSeqMetadataThreads + threadIdx.x;
+  __shared__ int32_t staged[kStaged ? kSeqMetadataStaged : 1];
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kSeqMetadataThreads;
+  const int64_t t = t0 + threadIdx.x;
+  if (kStaged && t0 < p.num_actual) {  // uniform in the CTA: a CTA of padding rows reads nothing
+    const int n = static_cast<int>(p.num_reqs);
+#pragma unroll 4
+    for (int j = threadIdx.x; j < n; j += kSeqMetadataThreads) staged[j] = __ldg(p.query_start_loc + j);
+    __syncthreads();
+  }
   if (t >= p.num_padded) return;
   int32_t req = 0, first = 0;
   if (t < p.num_actual) {
-    int64_t lo = 0, hi = p.num_reqs - 1;  // reads stay in [0, num_reqs) whatever the data
-    while (lo < hi) {
-      const int64_t mid = (lo + hi + 1) / 2;
-      if (p.query_start_loc[mid] <= t) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
+    if constexpr (kStaged) {
+      seq_metadata_search(staged, p.num_reqs, t, req, first);
+    } else {
+      seq_metadata_search(p.query_start_loc, p.num_reqs, t, req, first);
     }
-    req = static_cast<int32_t>(lo);
-    first = p.query_start_loc[lo];
   }
   p.seq_idx[t] = req;
   p.query_start[t] = first;
