@@ -8,6 +8,7 @@
 
 #include "../checks.h"
 #include "../dispatch.h"
+#include "../kernels/seq_owner.h"
 #include "../ops.h"
 
 namespace xpress {
@@ -96,20 +97,10 @@ void sconv_seq_metadata_cpu(const at::Tensor& query_start_loc, int64_t num_reqs,
   int32_t* seq = seq_idx_out.mutable_data_ptr<int32_t>();
   int32_t* first = query_start_out.mutable_data_ptr<int32_t>();
   for (int64_t t = 0; t < padded; ++t) {
-    int64_t lo = 0;
-    if (t < num_actual_tokens) {
-      int64_t hi = num_reqs - 1;  // largest j < num_reqs with qsl[j] <= t
-      while (lo < hi) {
-        const int64_t mid = (lo + hi + 1) / 2;
-        if (qsl[mid] <= t) {
-          lo = mid;
-        } else {
-          hi = mid - 1;
-        }
-      }
-    }
-    seq[t] = t < num_actual_tokens ? static_cast<int32_t>(lo) : 0;
-    first[t] = t < num_actual_tokens ? qsl[lo] : 0;
+    const bool actual = t < num_actual_tokens;
+    const int64_t req = actual ? seq_owner(qsl, num_reqs, t) : 0;
+    seq[t] = static_cast<int32_t>(req);
+    first[t] = actual ? qsl[req] : 0;
   }
 }
 

@@ -322,11 +322,20 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   const int64_t rows = d.N * d.Bm1;
   constexpr int kV = k::kVecElems<T>;
 
-  // Split rows over a cluster until the grid holds several row-chunks per SM (sm_90+ only);
-  // never into chunks of less than one vector per thread.
+  // Split rows over a cluster until the grid holds two row-chunks per SM (sm_90+ only); never
+  // into chunks of less than one vector per thread.  Measured on the H200 with the packed scan
+  // (bf16, V = 151,936, 2026-11-30, bench.py --ops add_argmax, one run each; 4 twice), us at
+  // N = 1 / 4 / 16 / 32 / 64 for 2 / 3 / 4 / 8 chunks per SM: 6.4 / 15.9 / 38.5 / 69.8 / 133.8,
+  // 6.5 / 15.8 / 38.3 / 69.3 / 133.7, 6.4-6.5 / 15.7-15.9 / 42.9-43.4 / 71.7-72.1 / 133.6-134.8,
+  // 6.4 / 15.8 / 51.5 / 77.2 / 137.9 (N >= 128 the same): fewer, longer chunks at N = 16 and 32.
   int splits = 1;
   if (prop->major >= 9) {
-    const int64_t target = 4LL * prop->multiProcessorCount;  // measured: 8x was slower
+    static const int64_t per_sm = [] {  // XPRESS_EXT_ARGMAX_CTAS_PER_SM (benchmarking only)
+      const char* v = std::getenv("XPRESS_EXT_ARGMAX_CTAS_PER_SM");
+      const int64_t n = v == nullptr ? 0 : std::atoll(v);
+      return n >= 1 && n <= 64 ? n : 2;
+    }();
+    const int64_t target = per_sm * prop->multiProcessorCount;
     while (splits < k::kArgmaxMaxSplits && rows * splits < target &&
            d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxThreads) * kV) {
       splits *= 2;
@@ -393,15 +402,19 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
     constexpr int kV = k::kVecElems<T>;
     const int64_t vecs = (d.C + 32 * kV - 1) / (32 * kV);  // 16-byte vectors per lane
     if (vec && d.C % kV == 0 && vecs <= k::kTopcPackedMaxVecs && d.N <= 65535 && packed_argmax_scan()) {
-      const dim3 pgrid(static_cast<unsigned>((d.Bm1 + k::kTopcPackedWarps - 1) / k::kTopcPackedWarps),
-                       static_cast<unsigned>(d.N));
-      constexpr unsigned kThreads = k::kTopcPackedWarps * 32;
+      static const int warps = [] {  // XPRESS_EXT_TOPC_WARPS: rows per CTA (benchmarking only)
+        const char* v = std::getenv("XPRESS_EXT_TOPC_WARPS");
+        const int w = v == nullptr ? 0 : std::atoi(v);
+        return w == 1 || w == 2 || w == 4 || w == 8 ? w : k::kTopcPackedWarps;
+      }();
+      const dim3 pgrid(static_cast<unsigned>((d.Bm1 + warps - 1) / warps), static_cast<unsigned>(d.N));
+      const unsigned threads = warps * 32;
       if (vecs == 1) {
-        k::topc_argmax_packed_kernel<T, 1><<<pgrid, kThreads, 0, stream>>>(a);
+        k::topc_argmax_packed_kernel<T, 1><<<pgrid, threads, 0, stream>>>(a);
       } else if (vecs == 2) {
-        k::topc_argmax_packed_kernel<T, 2><<<pgrid, kThreads, 0, stream>>>(a);
+        k::topc_argmax_packed_kernel<T, 2><<<pgrid, threads, 0, stream>>>(a);
       } else {
-        k::topc_argmax_packed_kernel<T, 4><<<pgrid, kThreads, 0, stream>>>(a);
+        k::topc_argmax_packed_kernel<T, 4><<<pgrid, threads, 0, stream>>>(a);
       }
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;

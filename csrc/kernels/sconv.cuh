@@ -31,6 +31,7 @@
 #include <type_traits>
 
 #include "common.cuh"
+#include "seq_owner.h"
 
 namespace xpress {
 namespace kernels {
@@ -566,23 +567,6 @@ struct SeqMetadataArgs {
 constexpr int kSeqMetadataThreads = 256;
 constexpr int kSeqMetadataStaged = 4096;  // 16 KB of shared memory
 
-// The owning request of token t < num_actual and its first row, searching qsl[0, num_reqs):
-// reads stay in that range whatever the data.
-__device__ __forceinline__ void seq_metadata_search(const int32_t* qsl, int64_t num_reqs, int64_t t,
-                                                    int32_t& req, int32_t& first) {
-  int64_t lo = 0, hi = num_reqs - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (qsl[mid] <= t) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  req = static_cast<int32_t>(lo);
-  first = qsl[lo];
-}
-
 template <bool kStaged>
 __global__ void __launch_bounds__(kSeqMetadataThreads)
     seq_metadata_kernel(const __grid_constant__ SeqMetadataArgs p) {
@@ -598,11 +582,10 @@ __global__ void __launch_bounds__(kSeqMetadataThreads)
   if (t >= p.num_padded) return;
   int32_t req = 0, first = 0;
   if (t < p.num_actual) {
-    if constexpr (kStaged) {
-      seq_metadata_search(staged, p.num_reqs, t, req, first);
-    } else {
-      seq_metadata_search(p.query_start_loc, p.num_reqs, t, req, first);
-    }
+    const int32_t* qsl = kStaged ? staged : p.query_start_loc;
+    const int64_t j = seq_owner(qsl, p.num_reqs, t);
+    req = static_cast<int32_t>(j);
+    first = qsl[j];
   }
   p.seq_idx[t] = req;
   p.query_start[t] = first;

@@ -74,17 +74,18 @@ __global__ void __launch_bounds__(kTopcThreads)
 // (redux.max) and then the smallest column among the lanes that hold it (redux.min): the first
 // index of the row's maximum.  ~200 SASS instructions per warp at C = 512 against ~585 for the
 // general kernel, whose per-element compare chain was most of this latency-bound kernel's length.
-// Grid: (ceil((B - 1) / kTopcPackedWarps), N).
+// Grid: (ceil((B - 1) / warps), N), a warp (row) per 32 threads of the CTA.
 
-constexpr int kTopcPackedWarps = 4;   // rows per CTA
+constexpr int kTopcPackedWarps = 4;     // rows per CTA (the default)
+constexpr int kTopcPackedMaxWarps = 8;
 constexpr int kTopcPackedMaxVecs = 4;  // 16-byte vectors per lane: C <= 1024
 
 template <typename T, int kVecs>
-__global__ void __launch_bounds__(kTopcPackedWarps * 32)
+__global__ void __launch_bounds__(kTopcPackedMaxWarps * 32)
     topc_argmax_packed_kernel(const __grid_constant__ TopcArgmaxArgs<T> p) {
   constexpr int kV = kVecElems<T>;  // 8
   const int lane = threadIdx.x & 31;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * kTopcPackedWarps + (threadIdx.x >> 5);
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   const int64_t n = blockIdx.y;
   if (b >= p.bm1) return;  // whole warps
   const T* base = p.base + n * p.base_sn + b * p.base_sb;
