@@ -362,6 +362,17 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   auto kernel = pick_argmax_kernel<T>(vec, [](auto kvec, auto kpacked) {
     return k::add_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
   });
+  // One wave (every CTA on its own SM): the packed scan takes 8 vectors per step.
+  // XPRESS_EXT_ARGMAX_ONE_WAVE=0 keeps 4 (benchmarking only).
+  static const bool one_wave_unroll = [] {
+    const char* v = std::getenv("XPRESS_EXT_ARGMAX_ONE_WAVE");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  if constexpr (sizeof(T) == 2) {
+    if (one_wave_unroll && vec && packed_argmax_scan() && rows * splits <= prop->multiProcessorCount) {
+      kernel = k::add_argmax_kernel<T, true, true, k::kArgmaxOneWaveUnroll>;
+    }
+  }
   const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
                         dim3(k::kArgmaxThreads), 0,
                         at::cuda::getCurrentCUDAStream(device).stream(), splits);

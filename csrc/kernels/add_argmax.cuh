@@ -3,11 +3,12 @@
 //
 // Grid: (splits, min(rows, 65535)); a cluster of `splits` CTAs (1..8) shares one row, each CTA
 // scanning a contiguous 16-byte-aligned chunk of it.  512 threads per CTA, 16-byte streaming
-// loads of base and bias, 4 vectors of each in flight per thread.  Each thread keeps the first
-// best element it sees in index order; the CTA reduces packed (key, ~index) words with CUB, and
-// the cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global
-// scratch and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the
-// GPU (splits is raised when rows are few so that every SM has several row-chunks to stream).
+// loads of base and bias, 4 vectors of each in flight per thread (8 when the grid fits the SMs
+// in one wave).  Each thread keeps the first best element it sees in index order (16-bit rows:
+// the packed scan of argmax.cuh); the CTA reduces packed (key, ~index) words with CUB, and the
+// cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global scratch
+// and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the GPU (splits
+// is raised when rows are few so that every SM has two row-chunks to stream).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -22,6 +23,9 @@ namespace kernels {
 
 constexpr int kArgmaxThreads = 512;
 constexpr int kArgmaxUnroll = 4;  // measured: 8 (fewer CTAs per SM) was slower at N = 4..64
+// Vectors per step when the whole grid fits the SMs once (one CTA per SM whatever the register
+// count): at N = 1 a thread's ~4.6 vectors per operand then come in one round, not two.
+constexpr int kArgmaxOneWaveUnroll = 8;
 constexpr int kArgmaxMaxSplits = 8;  // measured: 16-CTA clusters were slower at N = 1 and 4
 
 template <typename T>
@@ -112,7 +116,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
   }
 }
 
-template <typename T, bool kVec, bool kPacked>
+template <typename T, bool kVec, bool kPacked, int kUnroll = kArgmaxUnroll>
 __global__ void __launch_bounds__(kArgmaxThreads)
     add_argmax_kernel(const __grid_constant__ AddArgmaxArgs<T> p) {
   using BlockReduce = cub::BlockReduce<uint64_t, kArgmaxThreads>;
@@ -135,7 +139,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     const int64_t hi = lo + p.chunk < p.vocab ? lo + p.chunk : p.vocab;
     RunningArgmax best;
     if (lo < hi) {
-      scan_add_argmax<T, kVec, kArgmaxUnroll, kPacked>(best, p.base + n * p.base_sn + b * p.base_sb,
+      scan_add_argmax<T, kVec, kUnroll, kPacked>(best, p.base + n * p.base_sn + b * p.base_sb,
                                               p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi,
                                               threadIdx.x, kArgmaxThreads);
     }

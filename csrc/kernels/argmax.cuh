@@ -2,6 +2,8 @@
 // of argmax_key.h (SPEC.md: dtype-rounded score, NaN largest, first index wins).
 #pragma once
 
+#include <type_traits>
+
 #include "common.cuh"
 
 namespace xpress {
@@ -34,28 +36,18 @@ struct RunningArgmax {
 // unsigned max keeps the largest score and, among equal ones, the first.  About 5 instructions
 // per element, against ~20 for RunningArgmax::offer's convert, round, key and compare chain.
 
+// The rounded sums of two element pairs, with every NaN made the canonical one.
 template <typename T>
-struct Packed2;
-
-template <>
-struct Packed2<__nv_bfloat16> {
-  __device__ __forceinline__ static uint32_t sum_canonical(uint32_t a, uint32_t b) {
-    uint32_t s;
-    asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
-    asm("max.NaN.bf16x2 %0, %1, %1;" : "=r"(s) : "r"(s));
-    return s;
+__device__ __forceinline__ uint32_t packed_sum_canonical(uint32_t a, uint32_t b) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "16-bit dtypes only");
+  uint32_t s;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("add.rn.bf16x2 %0, %1, %2;\n\tmax.NaN.bf16x2 %0, %0, %0;" : "=r"(s) : "r"(a), "r"(b));
+  } else {
+    asm("add.rn.f16x2 %0, %1, %2;\n\tmax.NaN.f16x2 %0, %0, %0;" : "=r"(s) : "r"(a), "r"(b));
   }
-};
-
-template <>
-struct Packed2<__half> {
-  __device__ __forceinline__ static uint32_t sum_canonical(uint32_t a, uint32_t b) {
-    uint32_t s;
-    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(s) : "r"(a), "r"(b));
-    asm("max.NaN.f16x2 %0, %1, %1;" : "=r"(s) : "r"(s));
-    return s;
-  }
-};
+  return s;
+}
 
 // Two sign-magnitude 16-bit floats -> two unsigned keys in the same order: x >= +0 -> x | 0x8000,
 // x <= -0 -> 0x10000 - x (so -0.0 -> 0x8000, the key of +0.0).  No carry crosses the halves
@@ -76,7 +68,7 @@ __device__ __forceinline__ uint32_t packed_vec_max(const int4& a, const int4& c,
   uint32_t m[4];
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    const uint32_t k = order_keys2(Packed2<T>::sum_canonical(ra[q], rc[q]));
+    const uint32_t k = order_keys2(packed_sum_canonical<T>(ra[q], rc[q]));
     const uint32_t e = e0 + 2 * q;  // element 2q is the low half
     m[q] = max((k << 16) | (0xFFFFu - e), (k & 0xFFFF0000u) | (0xFFFFu - e - 1));
   }
