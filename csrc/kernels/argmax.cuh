@@ -42,7 +42,14 @@ __device__ __forceinline__ uint32_t packed_sum_canonical(uint32_t a, uint32_t b)
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>, "16-bit dtypes only");
   uint32_t s;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    // add.bf16x2 needs sm_90; a * 1 + b is the same single rounding of the exact sum.
+    asm("fma.rn.bf16x2 %0, %1, %3, %2;\n\tmax.NaN.bf16x2 %0, %0, %0;"
+        : "=r"(s)
+        : "r"(a), "r"(b), "r"(0x3F803F80u));
+#else
     asm("add.rn.bf16x2 %0, %1, %2;\n\tmax.NaN.bf16x2 %0, %0, %0;" : "=r"(s) : "r"(a), "r"(b));
+#endif
   } else {
     asm("add.rn.f16x2 %0, %1, %2;\n\tmax.NaN.f16x2 %0, %0, %0;" : "=r"(s) : "r"(a), "r"(b));
   }
