@@ -5,10 +5,12 @@ import pytest
 import torch
 from xpress_testing import (
     DEVICES,
+    SANITIZE,
     DTYPE_IDS,
     DTYPES,
     V_FULL,
     blk_with_sentinel,
+    cuda_kernels_run,
     extreme_sum_rows,
     gen,
     needs_cuda,
@@ -168,6 +170,44 @@ def test_scan_knob_same_ids(dtype, monkeypatch):
     assert torch.equal(out["chain"][0], out["packed"][0])
     assert torch.equal(out["chain"][1], out["packed"][1])
     assert torch.equal(out["packed"][0], ref.add_argmax_to_blk(base, bias, blk_with_sentinel(base.shape[0], 2, dev)))
+
+
+@needs_cuda
+@pytest.mark.skipif(SANITIZE, reason="the profiler cannot see kernels under compute-sanitizer")
+def test_kernels_at_the_head_shapes(monkeypatch):
+    """Which kernel each op runs at the head's bf16 shapes (the parity tests would pass if the
+    dispatch never took the packed paths): add+argmax's one-wave 8-vector kernel at N = 1 (15
+    rows x 8 CTAs fit 120+ SMs once) and its 4-vector one at N = 4, the packed top-C kernel at
+    C = 512; with XPRESS_EXT_ARGMAX_SCAN=chain, the element-by-element kernels."""
+    props = torch.cuda.get_device_properties(0)
+    if props.major < 9 or props.multi_processor_count < 120:
+        pytest.skip("the one-wave rule's N = 1 grid needs sm_90 clusters and 120+ SMs")
+    dev, dt = "cuda", torch.bfloat16
+    rows1, rows4 = rand_rows(1, 16, V_FULL, dt, dev, 31), rand_rows(4, 16, V_FULL, dt, dev, 32)
+    base_c = torch.randn(1, 15, 512, generator=gen(33)).to(dt).to(dev)
+    cand = torch.randint(0, 50_000, (1, 15, 512), generator=gen(34)).to(dev)
+
+    def ran(fn):
+        names = cuda_kernels_run(fn)[1]
+        return {n for n in names if "argmax" in n}
+
+    def add(rows):
+        return lambda: xpress_ext.add_argmax_to_blk(rows, rows, blk_with_sentinel(rows.shape[0] // 15, 16, dev))
+
+    def topc():
+        return xpress_ext.topc_argmax_to_blk(base_c, base_c, cand, blk_with_sentinel(1, 16, dev))
+
+    expect = {
+        "packed": ("add_argmax_kernel<__nv_bfloat16, true, true, 8>", "add_argmax_kernel<__nv_bfloat16, true, true, 4>",
+                   "topc_argmax_packed_kernel<__nv_bfloat16, 2>"),
+        "chain": ("add_argmax_kernel<__nv_bfloat16, true, false, 4>", "add_argmax_kernel<__nv_bfloat16, true, false, 4>",
+                  "topc_argmax_kernel<__nv_bfloat16, true, false>"),
+    }
+    for scan, (at_1, at_4, at_c) in expect.items():
+        monkeypatch.setenv("XPRESS_EXT_ARGMAX_SCAN", scan)
+        for fn, name in ((add(rows1), at_1), (add(rows4), at_4), (topc, at_c)):
+            names = ran(fn)
+            assert len(names) == 1 and name in names.pop(), f"{scan}: expected {name}, ran {ran(fn)}"
 
 
 @needs_cuda

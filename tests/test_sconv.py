@@ -4,8 +4,8 @@ bitwise cache contents, strided pages, several streams, ids, errors, compile and
 import pytest
 import torch
 from sconv_testing import NULL_BLOCK, check_sconv, make_batch, page_view
-from xpress_testing import (DEVICES, DTYPE_IDS, DTYPES, SANITIZE, big_memory, bitwise_equal, gen, needs_cuda,
-                            validate_env)
+from xpress_testing import (DEVICES, DTYPE_IDS, DTYPES, SANITIZE, big_memory, bitwise_equal, cuda_kernels_run, gen,
+                            needs_cuda, validate_env)
 
 import xpress_ext
 from xpress_ext import reference as ref
@@ -133,18 +133,13 @@ def test_out_of_range_ids_cpu():
 
 
 def _sconv_kernels_run(fn):
-    """Runs fn under torch.profiler; the sconv kernels it launched ("direct", "stream",
-    "tiled").  None under compute-sanitizer, whose tools hold the profiling interface the
-    profiler needs."""
-    if SANITIZE:
-        out = fn()
-        torch.cuda.synchronize()
+    """Runs fn; the sconv kernels it launched ("direct", "stream", "tiled"), None under
+    compute-sanitizer (cuda_kernels_run)."""
+    out, names = cuda_kernels_run(fn)
+    if names is None:
         return out, None
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        out = fn()
-        torch.cuda.synchronize()
     kinds = {"sconv_direct_kernel<": "direct", "sconv_stream_kernel<": "stream", "sconv_kernel<": "tiled"}
-    return out, {kind for e in prof.key_averages() for name, kind in kinds.items() if name in e.key}
+    return out, {kind for key in names for name, kind in kinds.items() if name in key}
 
 
 @needs_cuda

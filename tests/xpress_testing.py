@@ -147,6 +147,20 @@ def extreme_sum_rows(V, dtype):
     return base.to(dtype), bias.to(dtype), torch.tensor([500, 41, 3])
 
 
+def cuda_kernels_run(fn):
+    """Runs fn under torch.profiler: (its result, the names of the CUDA kernels it launched).
+    The names are None under compute-sanitizer, whose tools hold the profiling interface the
+    profiler needs."""
+    if SANITIZE:
+        out = fn()
+        torch.cuda.synchronize()
+        return out, None
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = fn()
+        torch.cuda.synchronize()
+    return out, {e.key for e in prof.key_averages()}
+
+
 def raw_bits(values, dtype):
     """A 1-D tensor of ``dtype`` holding the given raw bit patterns (NaN signs and payloads kept)."""
     itype = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}[dtype]
