@@ -7,12 +7,13 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cstdlib>
-#include <string>
+#include <string_view>
 
 #include "../checks.h"
 #include "../dispatch.h"
 #include "../kernels/sconv.cuh"
 #include "../ops.h"
+#include "launch.h"
 
 namespace xpress {
 namespace {
@@ -39,8 +40,7 @@ void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem)));
   }
-  kernel<<<grid, k::kSconvThreads, smem, stream>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(kernel, grid, dim3(k::kSconvThreads), smem, stream, 1, a);
 }
 
 // Tokens per warp: 4 (16 * 4 bytes of x in flight per thread, what streaming needs) once the
@@ -91,7 +91,7 @@ constexpr int64_t kSconvDirectMaxTokens = 256;
 
 SconvVariant sconv_variant(int64_t tokens, int64_t W, const at::Tensor& weight) {
   const char* forced = std::getenv("XPRESS_EXT_SCONV_VARIANT");
-  const std::string f = forced == nullptr ? "" : forced;
+  const std::string_view f = forced == nullptr ? "" : forced;  // read per call: tests force each variant
   TORCH_CHECK_VALUE(f.empty() || f == "tiled" || f == "direct" || f == "stream",
                     "XPRESS_EXT_SCONV_VARIANT must be 'tiled', 'direct' or 'stream', got '", f, "'");
   const bool regs = W <= kSconvMaxRegW && weight.stride(0) == W && aligned16(weight.const_data_ptr());
@@ -105,8 +105,7 @@ template <typename T, int E, int W>
 void launch_sconv_direct_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(a.tokens),
                   static_cast<unsigned>((a.C / E + k::kSconvDirectThreads - 1) / k::kSconvDirectThreads));
-  k::sconv_direct_kernel<T, E, W><<<grid, k::kSconvDirectThreads, 0, stream>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(k::sconv_direct_kernel<T, E, W>, grid, dim3(k::kSconvDirectThreads), 0, stream, 1, a);
 }
 
 // Tokens per thread of the streaming kernel.  Measured on the H200 (bf16, C = 4096, W = 4,
@@ -120,8 +119,7 @@ void launch_sconv_stream_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
   constexpr int R = kSconvStreamRun;
   const dim3 grid(static_cast<unsigned>((a.tokens + R - 1) / R),
                   static_cast<unsigned>((a.C / E + k::kSconvStreamThreads - 1) / k::kSconvStreamThreads));
-  k::sconv_stream_kernel<T, E, W, R><<<grid, k::kSconvStreamThreads, 0, stream>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(k::sconv_stream_kernel<T, E, W, R>, grid, dim3(k::kSconvStreamThreads), 0, stream, 1, a);
 }
 
 // The register kernels with W as a template argument (their filters and windows are arrays).
@@ -237,11 +235,10 @@ void sconv_seq_metadata_cuda(const at::Tensor& query_start_loc, int64_t num_reqs
   const unsigned grid = static_cast<unsigned>((padded + k::kSeqMetadataThreads - 1) / k::kSeqMetadataThreads);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(query_start_loc.get_device()).stream();
   if (num_reqs <= k::kSeqMetadataStaged) {
-    k::seq_metadata_kernel<true><<<grid, k::kSeqMetadataThreads, 0, stream>>>(a);
+    launch_kernel(k::seq_metadata_kernel<true>, dim3(grid), dim3(k::kSeqMetadataThreads), 0, stream, 1, a);
   } else {
-    k::seq_metadata_kernel<false><<<grid, k::kSeqMetadataThreads, 0, stream>>>(a);
+    launch_kernel(k::seq_metadata_kernel<false>, dim3(grid), dim3(k::kSeqMetadataThreads), 0, stream, 1, a);
   }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace xpress

@@ -23,6 +23,7 @@
 #include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
 #include "../kernels/topc_select.cuh"
 #include "../ops.h"
+#include "launch.h"
 
 namespace xpress {
 namespace {
@@ -49,26 +50,6 @@ bool rows_vectorizable(const at::Tensor& t, std::initializer_list<int64_t> row_s
   }
   return true;
 }
-
-// cudaLaunchKernelEx configuration with a 1-D cluster dimension when cluster > 1.
-struct LaunchConfig {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  LaunchConfig(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster) {
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = cluster > 1 ? 1 : 0;
-  }
-  LaunchConfig(const LaunchConfig&) = delete;  // cfg.attrs points into this object
-  LaunchConfig& operator=(const LaunchConfig&) = delete;
-};
 
 // ---------------------------------------------------------------------------------------------
 // latent_pass
@@ -106,7 +87,7 @@ int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     prepared[device] = true;
   }
-  const LaunchConfig lc(dim3(cluster), dim3(k::kLatentThreads), smem, nullptr, cluster);
+  const LaunchConfig lc(dim3(cluster), dim3(k::kLatentThreads), smem, nullptr, cluster, /*pdl=*/false);
   int clusters = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc.cfg));
   cache.emplace(key, clusters);
@@ -277,16 +258,13 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     ra.t = plan.rows;
     auto kernel = plan.rows_mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
     allow_max_smem(kernel, device);
-    kernel<<<static_cast<unsigned>(plan.row_tiles), k::kLatentThreads, plan.rows.smem_bytes,
-             at::cuda::getCurrentCUDAStream(device).stream()>>>(ra);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_kernel(kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
+                  plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
     return;
   }
-  const LaunchConfig lc(dim3(plan.grid_clusters * plan.tiling.cluster), dim3(k::kLatentThreads),
-                        plan.tiling.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(),
-                        plan.tiling.cluster);
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, k::latent_pass_kernel<T>, a));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(k::latent_pass_kernel<T>, dim3(plan.grid_clusters * plan.tiling.cluster),
+                dim3(k::kLatentThreads), plan.tiling.smem_bytes,
+                at::cuda::getCurrentCUDAStream(device).stream(), plan.tiling.cluster, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -306,8 +284,7 @@ bool packed_argmax_scan() {
 
 // kernel<kVec, kPacked> for the row layout and dtype: the packed scan needs 16-bit vectors.
 template <typename T, typename Pick>
-auto pick_argmax_kernel(bool vec, Pick pick) {
-  const bool packed = packed_argmax_scan();  // read (and checked) for every dtype
+auto pick_argmax_kernel(bool vec, bool packed, Pick pick) {
   if constexpr (sizeof(T) == 2) {
     if (vec && packed) return pick(std::true_type{}, std::true_type{});
   }
@@ -359,7 +336,8 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   const bool vec = rows_vectorizable(base, {d.base.sn, d.base.sb}) &&
                    rows_vectorizable(bias, {d.bias.sn, d.bias.sb});
 
-  auto kernel = pick_argmax_kernel<T>(vec, [](auto kvec, auto kpacked) {
+  const bool packed = packed_argmax_scan();  // read (and checked) for every dtype
+  auto kernel = pick_argmax_kernel<T>(vec, packed, [](auto kvec, auto kpacked) {
     return k::add_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
   });
   // One wave (every CTA on its own SM): the packed scan takes 8 vectors per step.
@@ -369,15 +347,12 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
     return v == nullptr || std::string(v) != "0";
   }();
   if constexpr (sizeof(T) == 2) {
-    if (one_wave_unroll && vec && packed_argmax_scan() && rows * splits <= prop->multiProcessorCount) {
+    if (one_wave_unroll && vec && packed && rows * splits <= prop->multiProcessorCount) {
       kernel = k::add_argmax_kernel<T, true, true, k::kArgmaxOneWaveUnroll>;
     }
   }
-  const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
-                        dim3(k::kArgmaxThreads), 0,
-                        at::cuda::getCurrentCUDAStream(device).stream(), splits);
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, a));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(kernel, dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
+                dim3(k::kArgmaxThreads), 0, at::cuda::getCurrentCUDAStream(device).stream(), splits, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,10 +384,11 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(blk.get_device()).stream();
   const bool vec = rows_vectorizable(base_c, {a.base_sn, a.base_sb}) &&
                    rows_vectorizable(bias_c, {a.bias_sn, a.bias_sb});
+  const bool packed = packed_argmax_scan();  // read (and checked) for every dtype
   if constexpr (sizeof(T) == 2) {
     constexpr int kV = k::kVecElems<T>;
     const int64_t vecs = (d.C + 32 * kV - 1) / (32 * kV);  // 16-byte vectors per lane
-    if (vec && d.C % kV == 0 && vecs <= k::kTopcPackedMaxVecs && d.N <= 65535 && packed_argmax_scan()) {
+    if (vec && d.C % kV == 0 && vecs <= k::kTopcPackedMaxVecs && d.N <= 65535 && packed) {
       static const int warps = [] {  // XPRESS_EXT_TOPC_WARPS: rows per CTA (benchmarking only)
         const char* v = std::getenv("XPRESS_EXT_TOPC_WARPS");
         const int w = v == nullptr ? 0 : std::atoi(v);
@@ -421,21 +397,19 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
       const dim3 pgrid(static_cast<unsigned>((d.Bm1 + warps - 1) / warps), static_cast<unsigned>(d.N));
       const unsigned threads = warps * 32;
       if (vecs == 1) {
-        k::topc_argmax_packed_kernel<T, 1><<<pgrid, threads, 0, stream>>>(a);
+        launch_kernel(k::topc_argmax_packed_kernel<T, 1>, pgrid, dim3(threads), 0, stream, 1, a);
       } else if (vecs == 2) {
-        k::topc_argmax_packed_kernel<T, 2><<<pgrid, threads, 0, stream>>>(a);
+        launch_kernel(k::topc_argmax_packed_kernel<T, 2>, pgrid, dim3(threads), 0, stream, 1, a);
       } else {
-        k::topc_argmax_packed_kernel<T, 4><<<pgrid, threads, 0, stream>>>(a);
+        launch_kernel(k::topc_argmax_packed_kernel<T, 4>, pgrid, dim3(threads), 0, stream, 1, a);
       }
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
   }
-  auto kernel = pick_argmax_kernel<T>(vec, [](auto kvec, auto kpacked) {
+  auto kernel = pick_argmax_kernel<T>(vec, packed, [](auto kvec, auto kpacked) {
     return k::topc_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
   });
-  kernel<<<static_cast<unsigned>(grid), k::kTopcThreads, 0, stream>>>(a);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(k::kTopcThreads), 0, stream, 1, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -509,11 +483,8 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
       done = true;
     }
   }
-  const LaunchConfig lc(dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
-                        dim3(k::kSelThreads), smem, at::cuda::getCurrentCUDAStream(device).stream(),
-                        splits);
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, a));
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_kernel(kernel, dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
+                dim3(k::kSelThreads), smem, at::cuda::getCurrentCUDAStream(device).stream(), splits, a);
 }
 
 }  // namespace

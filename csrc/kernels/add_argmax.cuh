@@ -119,6 +119,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
 template <typename T, bool kVec, bool kPacked, int kUnroll = kArgmaxUnroll>
 __global__ void __launch_bounds__(kArgmaxThreads)
     add_argmax_kernel(const __grid_constant__ AddArgmaxArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   using BlockReduce = cub::BlockReduce<uint64_t, kArgmaxThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
   __shared__ uint64_t split_best[kArgmaxMaxSplits];

@@ -206,6 +206,20 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
+// Programmatic dependent launch (sm_90+).  The launchers (csrc/cuda/launch.h) let every kernel
+// of this package be scheduled while the kernel before it in the stream is still running; each
+// kernel calls this before it touches global memory.  griddepcontrol.wait holds the grid until
+// the kernel before it has completed and its writes are visible (a no-op when it was launched
+// without the attribute); launch_dependents then lets the next kernel be scheduled, whose own
+// wait holds it until this grid completes.  Triggering after the wait keeps at most two grids
+// of a chain resident.
+__device__ __forceinline__ void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Stores a pair of adjacent elements (columns c, c+1 of one row) as one 4- or 8-byte word.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float v0, float v1) {

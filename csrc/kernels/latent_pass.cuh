@@ -259,6 +259,7 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 template <typename T>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_pass_kernel(const __grid_constant__ LatentArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();

@@ -153,6 +153,7 @@ __device__ __forceinline__ void zero_tiles(float (&z)[S][4]) {
 template <typename T, int MT>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   constexpr int kStages = rows_stages<MT>();
   constexpr int kStrips = kLatentWarps / MT;  // warps per 16-row tile
   constexpr int S = kRowsR / 8 / kStrips;     // 8-column tiles per warp (one R-wide panel)

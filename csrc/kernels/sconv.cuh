@@ -280,9 +280,19 @@ struct SconvTile {
 
 // At most 64 registers, for four CTAs per SM: a build in which the epilogue took it to 74
 // (three CTAs) ran 1.8x slower at spec and prefill (H200, 2026-11-30).
+// Loads every tap whose source is set (nullptr: a zero tap), all issued before any is used.
+template <typename Vec, typename T, int N>
+__device__ __forceinline__ void load_taps(Vec (&tap)[N], const T* const (&src)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    if (src[j] != nullptr) tap[j].load(src[j]);
+  }
+}
+
 template <typename T, int E, int TPW>
 __global__ void __launch_bounds__(kSconvThreads, 4)
     sconv_kernel(const __grid_constant__ SconvArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   using Tile = SconvTile<T, E, TPW>;
   using Vec = Lanes<T, E>;
   extern __shared__ __align__(16) unsigned char sconv_smem[];
@@ -351,10 +361,7 @@ __global__ void __launch_bounds__(kSconvThreads, 4)
       }
       // ... then every load in flight at once, then the FMAs.
       Vec tap[KC];
-#pragma unroll
-      for (int jj = 0; jj < KC; ++jj) {
-        if (src[jj] != nullptr) tap[jj].load(src[jj]);
-      }
+      load_taps(tap, src);
 #pragma unroll
       for (int jj = 0; jj < KC; ++jj) {
         if (src[jj] == nullptr) continue;
@@ -380,6 +387,7 @@ constexpr int kSconvDirectThreads = 128;
 template <typename T, int E, int W>
 __global__ void __launch_bounds__(kSconvDirectThreads)
     sconv_direct_kernel(const __grid_constant__ SconvArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   static_assert(E * sizeof(T) == 16, "the direct kernel moves 16-byte vectors");
   using Vec = Lanes<T, E>;
   const int64_t t = blockIdx.x;
@@ -400,10 +408,7 @@ __global__ void __launch_bounds__(kSconvDirectThreads)
     Vec tap[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) src[j] = sconv_tap_src(p, m, t, j, head_off, x_row);
-#pragma unroll
-    for (int j = 0; j < W; ++j) {
-      if (src[j] != nullptr) tap[j].load(src[j]);
-    }
+    load_taps(tap, src);
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       if (src[j] == nullptr) continue;
@@ -489,6 +494,7 @@ __device__ __forceinline__ void sconv_stream_run(const SconvArgs<T>& p, const Sc
 template <typename T, int E, int W, int R>
 __global__ void __launch_bounds__(kSconvStreamThreads)
     sconv_stream_kernel(const __grid_constant__ SconvArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   static_assert(E * sizeof(T) == 16, "the streaming kernel moves 16-byte vectors");
   static_assert(R <= kSconvStreamThreads, "one thread per token forms the records");
   using Vec = Lanes<T, E>;
@@ -570,6 +576,7 @@ constexpr int kSeqMetadataStaged = 4096;  // 16 KB of shared memory
 template <bool kStaged>
 __global__ void __launch_bounds__(kSeqMetadataThreads)
     seq_metadata_kernel(const __grid_constant__ SeqMetadataArgs p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   __shared__ int32_t staged[kStaged ? kSeqMetadataStaged : 1];
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kSeqMetadataThreads;
   const int64_t t = t0 + threadIdx.x;

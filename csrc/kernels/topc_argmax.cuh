@@ -38,6 +38,7 @@ struct TopcArgmaxArgs {
 template <typename T, bool kVec, bool kPacked>
 __global__ void __launch_bounds__(kTopcThreads)
     topc_argmax_kernel(const __grid_constant__ TopcArgmaxArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   __shared__ uint64_t warp_best[kTopcWarps];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -83,6 +84,7 @@ constexpr int kTopcPackedMaxVecs = 4;  // 16-byte vectors per lane: C <= 1024
 template <typename T, int kVecs>
 __global__ void __launch_bounds__(kTopcPackedMaxWarps * 32)
     topc_argmax_packed_kernel(const __grid_constant__ TopcArgmaxArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   constexpr int kV = kVecElems<T>;  // 8
   const int lane = threadIdx.x & 31;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);

@@ -236,6 +236,7 @@ __device__ __forceinline__ uint64_t sel_chunk_mask(const T* x, int64_t s, int64_
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     topc_select_kernel(const __grid_constant__ TopcSelectArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
   namespace cg = cooperative_groups;
   using BlockScan = cub::BlockScan<uint64_t, kSelThreads>;
   using BlockReduce = cub::BlockReduce<uint64_t, kSelThreads>;

@@ -1,0 +1,200 @@
+"""Programmatic dependent launch (csrc/cuda/launch.h): on sm_90+ each kernel of this package may
+be scheduled while the kernel before it finishes, and waits (griddepcontrol.wait) before it
+touches memory.  These tests chain the package's kernels directly -- each reads what the one
+before it wrote, with no other kernel between -- inside one CUDA graph, and compare every
+replay bitwise with the same chain run one op at a time with a device synchronisation between
+ops (where nothing can overlap).  They also check that the captured graph really holds
+programmatic edges, and that XPRESS_EXT_PDL=0 removes them without changing a bit."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from sconv_testing import make_batch
+from xpress_testing import HAS_CUDA, gen, latent_inputs, needs_cuda
+
+import xpress_ext
+
+SM90 = HAS_CUDA and torch.cuda.get_device_capability()[0] >= 9
+LAYERS = 6
+
+
+def programmatic_edges(graph: torch.cuda.CUDAGraph) -> int:
+    """Edges of a captured graph (kept with keep_graph=True) whose dependency type is
+    cudaGraphDependencyTypeProgrammatic, read with cudaGraphGetEdges."""
+
+    class EdgeData(ctypes.Structure):  # cudaGraphEdgeData
+        _fields_ = [("from_port", ctypes.c_ubyte), ("to_port", ctypes.c_ubyte), ("type", ctypes.c_ubyte),
+                    ("reserved", ctypes.c_ubyte * 5)]
+
+    rt = ctypes.CDLL("libcudart.so.13")  # the runtime torch already loaded
+    g = ctypes.c_void_p(graph.raw_cuda_graph())
+    n = ctypes.c_size_t(0)
+    assert rt.cudaGraphGetEdges(g, None, None, None, ctypes.byref(n)) == 0
+    nodes = (ctypes.c_void_p * max(n.value, 1))
+    src, dst, data = nodes(), nodes(), (EdgeData * max(n.value, 1))()
+    assert rt.cudaGraphGetEdges(g, src, dst, data, ctypes.byref(n)) == 0
+    return sum(1 for i in range(n.value) if data[i].type == 1)
+
+
+def sconv_layers(b, qsl, num_reqs, num_actual, seq_buf, qs_buf, sync=False):
+    """seq metadata, then LAYERS convolutions, each taking the previous one's output as its x."""
+    xpress_ext.ops.sconv_seq_metadata(qsl, num_reqs, num_actual, seq_buf, qs_buf, b.x.shape[0])
+    x = b.x
+    for _ in range(LAYERS):
+        if sync:
+            torch.cuda.synchronize()
+        x = xpress_ext.ops.sconv(x, b.weight, b.cache, b.positions, b.block_table, seq_buf, b.slot_mapping,
+                                 qs_buf, b.off_s, b.ws, b.block_size, "silu", True)
+    if sync:
+        torch.cuda.synchronize()
+    return x
+
+
+def sconv_case(requests, seed):
+    b = make_batch(requests, W=4, block_size=4, H=8, ws=64, D=128, off_s=32, device="cuda", seed=seed, pad=3)
+    lengths = [n for _, n in requests]
+    qsl = torch.tensor([0] + torch.tensor(lengths).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+    T = b.x.shape[0]
+    bufs = (torch.full((T,), -1, dtype=torch.int32, device="cuda"), torch.full((T,), -1, dtype=torch.int32, device="cuda"))
+    return b, qsl, len(requests), int(qsl[-1]), bufs
+
+
+def capture(fn):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+@needs_cuda
+@pytest.mark.parametrize("requests", [[(100, 1)] * 64, [(37, 16)] * 24 + [(0, 16)] * 8],
+                         ids=["decode", "spec"])
+def test_sconv_chain_in_one_graph(requests):
+    """Metadata -> sconv -> sconv -> ...: every kernel reads the previous kernel's output (the
+    metadata buffers, then x), and every sconv rewrites the same cache slots."""
+    b, qsl, num_reqs, num_actual, (seq_buf, qs_buf) = sconv_case(requests, seed=40)
+    graph, out = capture(lambda: sconv_layers(b, qsl, num_reqs, num_actual, seq_buf, qs_buf))
+    if SM90:
+        assert programmatic_edges(graph) >= LAYERS
+    g = gen(41)
+    for replay in range(4):
+        b.x.copy_(torch.randn(b.x.shape, generator=g).to(b.x.dtype))
+        start = b.cache_base.clone()
+        graph.replay()
+        torch.cuda.synchronize()
+        got_out, got_cache = out.clone(), b.cache_base.clone()
+        b.cache_base.copy_(start)
+        seq_buf.fill_(-1), qs_buf.fill_(-1)
+        expect = sconv_layers(b, qsl, num_reqs, num_actual, seq_buf, qs_buf, sync=True)
+        assert torch.equal(got_out, expect), replay
+        assert torch.equal(got_cache, b.cache_base), replay
+
+
+def jacobi_passes(inp, passes, sync=False):
+    """latent pass -> readout matmul -> add+argmax, `passes` times: each pass's latent kernel
+    reads the block tokens the previous pass's argmax kernel wrote just before it."""
+    lat = inp["lat"]
+    for _ in range(passes):
+        xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], lat, inp["w1"], inp["wlat_t"],
+                               inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"])
+        if sync:
+            torch.cuda.synchronize()
+        bias = torch.mm(lat.view(-1, lat.shape[-1]), inp["w2_t"])
+        if sync:
+            torch.cuda.synchronize()
+        xpress_ext.add_argmax_to_blk(inp["base_full"][:, 1:, :], bias, inp["blk"])
+        if sync:
+            torch.cuda.synchronize()
+    return inp["blk"]
+
+
+def pass_case(N, seed):
+    B, R, H, V = 16, 256, 512, 151_936
+    inp = latent_inputs(N, B, R, H, V, torch.bfloat16, "cuda", seed=seed)
+    g = gen(seed + 1)
+    inp["lat"] = torch.empty((N, B - 1, R), dtype=torch.bfloat16, device="cuda")
+    inp["w2_t"] = (torch.randn(R, V, generator=g) * R**-0.5).to(torch.bfloat16).cuda()
+    inp["base_full"] = (torch.randn(N, B, V, generator=g) * 2).to(torch.bfloat16).cuda()
+    return inp
+
+
+@needs_cuda
+@pytest.mark.parametrize("N", [1, 4, 64])
+def test_jacobi_passes_in_one_graph(N):
+    """Six passes at the canonical head shape, captured once (the cluster and row-tile latent
+    kernels, the one-wave and split add+argmax kernels); each replay equals the passes run one
+    op at a time with a synchronisation between ops."""
+    inp = pass_case(N, seed=50)
+    blk0 = inp["blk"].clone()
+    graph, out = capture(lambda: jacobi_passes(inp, 6))
+    if SM90:
+        assert programmatic_edges(graph) >= 6
+    for replay in range(3):
+        fresh = pass_case(N, seed=51 + replay)
+        for k in ("tok_am1", "xh", "base_full"):
+            inp[k].copy_(fresh[k])
+        inp["blk"].copy_(blk0)
+        graph.replay()
+        torch.cuda.synchronize()
+        got = out.clone()
+        inp["blk"].copy_(blk0)
+        expect = jacobi_passes(inp, 6, sync=True)
+        assert torch.equal(got, expect), replay
+
+
+KNOB_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import torch
+    sys.path.insert(0, {tests!r})
+    import test_pdl as t
+    b, qsl, num_reqs, num_actual, (seq_buf, qs_buf) = t.sconv_case([(37, 16)] * 8, seed=60)
+    graph, out = t.capture(lambda: t.sconv_layers(b, qsl, num_reqs, num_actual, seq_buf, qs_buf))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.save({{"edges": t.programmatic_edges(graph), "out": out.cpu(), "cache": b.cache_base.cpu()}}, sys.argv[1])
+    """
+)
+
+
+def run_knob(value, path):
+    env = dict(os.environ)
+    env.pop("XPRESS_EXT_PDL", None)
+    if value is not None:
+        env["XPRESS_EXT_PDL"] = value
+    script = KNOB_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True, text=True)
+
+
+@needs_cuda
+@pytest.mark.skipif(not SM90, reason="programmatic dependent launch needs sm_90")
+def test_knob_turns_pdl_off_without_changing_a_bit(tmp_path):
+    runs = {}
+    for value in (None, "0"):
+        path = tmp_path / f"pdl_{value}.pt"
+        proc = run_knob(value, path)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[value] = torch.load(path)
+    assert runs[None]["edges"] >= LAYERS
+    assert runs["0"]["edges"] == 0
+    assert torch.equal(runs[None]["out"], runs["0"]["out"])
+    assert torch.equal(runs[None]["cache"], runs["0"]["cache"])
+
+
+@needs_cuda
+def test_knob_rejects_other_values(tmp_path):
+    proc = run_knob("yes", tmp_path / "bad.pt")
+    assert proc.returncode != 0
+    assert "XPRESS_EXT_PDL must be 0 or 1, got 'yes'" in proc.stderr
