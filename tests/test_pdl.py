@@ -180,7 +180,7 @@ def run_knob(value, path):
 
 @needs_cuda
 @pytest.mark.skipif(not SM90, reason="programmatic dependent launch needs sm_90")
-def test_knob_turns_pdl_off_without_changing_a_bit(tmp_path):
+def test_knob_turns_pdl_off_in_a_graph_without_changing_a_bit(tmp_path):
     runs = {}
     for value in (None, "0"):
         path = tmp_path / f"pdl_{value}.pt"
