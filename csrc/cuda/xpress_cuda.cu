@@ -299,18 +299,22 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   const int64_t rows = d.N * d.Bm1;
   constexpr int kV = k::kVecElems<T>;
 
-  // Split rows over a cluster until the grid holds two row-chunks per SM (sm_90+ only); never
-  // into chunks of less than one vector per thread.  Measured on the H200 with the packed scan
-  // (bf16, V = 151,936, 2026-11-30, bench.py --ops add_argmax, one run each; 4 twice), us at
-  // N = 1 / 4 / 16 / 32 / 64 for 2 / 3 / 4 / 8 chunks per SM: 6.4 / 15.9 / 38.5 / 69.8 / 133.8,
-  // 6.5 / 15.8 / 38.3 / 69.3 / 133.7, 6.4-6.5 / 15.7-15.9 / 42.9-43.4 / 71.7-72.1 / 133.6-134.8,
-  // 6.4 / 15.8 / 51.5 / 77.2 / 137.9 (N >= 128 the same): fewer, longer chunks at N = 16 and 32.
+  // Split rows over a cluster (sm_90+ only), doubling the split while the grid holds fewer
+  // row-chunks than per_sm x SMs (so it ends with per_sm to 2 per_sm chunks per SM); never into
+  // chunks of less than one vector per thread.  per_sm = 1.  Measured on the H200 with the packed
+  // scan (bf16, V = 151,936, bench.py --ops add_argmax), us at N = 1 / 4 / 16 / 32 / 64:
+  // - session 8 (before PDL, one run each; 4 twice), per_sm 2 / 3 / 4 / 8: 6.4 / 15.9 / 38.5 /
+  //   69.8 / 133.8, 6.5 / 15.8 / 38.3 / 69.3 / 133.7, 6.4-6.5 / 15.7-15.9 / 42.9-43.4 /
+  //   71.7-72.1 / 133.6-134.8, 6.4 / 15.8 / 51.5 / 77.2 / 137.9 (N >= 128 the same);
+  // - session 9 (with PDL, same run): per_sm 1: 5.8 / 12.2 / 36.9 / 67.7 / 131.1; per_sm 2 (two
+  //   alternations): 5.9-6.0 / 15.3-15.4 / 37.0-37.3 / 67.8 / 131.1-131.2.
+  // At N = 4, per_sm 1 gives 240 CTAs of a quarter row each, against 480 eighths with 2.
   int splits = 1;
   if (prop->major >= 9) {
     static const int64_t per_sm = [] {  // XPRESS_EXT_ARGMAX_CTAS_PER_SM (benchmarking only)
       const char* v = std::getenv("XPRESS_EXT_ARGMAX_CTAS_PER_SM");
       const int64_t n = v == nullptr ? 0 : std::atoll(v);
-      return n >= 1 && n <= 64 ? n : 2;
+      return n >= 1 && n <= 64 ? n : 1;
     }();
     const int64_t target = per_sm * prop->multiProcessorCount;
     while (splits < k::kArgmaxMaxSplits && rows * splits < target &&
@@ -341,13 +345,15 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
     return k::add_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
   });
   // One wave (every CTA on its own SM): the packed scan takes 8 vectors per step.
-  // XPRESS_EXT_ARGMAX_ONE_WAVE=0 keeps 4 (benchmarking only).
-  static const bool one_wave_unroll = [] {
+  // XPRESS_EXT_ARGMAX_ONE_WAVE=k (benchmarking only): 8 vectors while the grid has at most k
+  // CTAs per SM (default 1; 0 never).
+  static const int64_t one_wave_ctas = [] {
     const char* v = std::getenv("XPRESS_EXT_ARGMAX_ONE_WAVE");
-    return v == nullptr || std::string(v) != "0";
+    const int64_t n = v == nullptr ? 1 : std::atoll(v);
+    return n >= 0 && n <= 64 ? n : 1;
   }();
   if constexpr (sizeof(T) == 2) {
-    if (one_wave_unroll && vec && packed && rows * splits <= prop->multiProcessorCount) {
+    if (vec && packed && rows * splits <= one_wave_ctas * prop->multiProcessorCount) {
       kernel = k::add_argmax_kernel<T, true, true, k::kArgmaxOneWaveUnroll>;
     }
   }

@@ -8,7 +8,7 @@
 // the packed scan of argmax.cuh); the CTA reduces packed (key, ~index) words with CUB, and the
 // cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global scratch
 // and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the GPU (splits
-// is raised when rows are few so that every SM has two row-chunks to stream).
+// is raised when rows are few so that every SM has one or two row-chunks to stream).
 #pragma once
 
 #include <cooperative_groups.h>
