@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +23,7 @@ from xpress_testing import HAS_CUDA, gen, latent_inputs, needs_cuda
 
 import xpress_ext
 
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
 SM90 = HAS_CUDA and torch.cuda.get_device_capability()[0] >= 9
 LAYERS = 6
 
@@ -198,3 +201,22 @@ def test_knob_rejects_other_values(tmp_path):
     proc = run_knob("yes", tmp_path / "bad.pt")
     assert proc.returncode != 0
     assert "XPRESS_EXT_PDL must be 0 or 1, got 'yes'" in proc.stderr
+
+
+def test_every_kernel_waits_before_it_touches_memory():
+    """The launchers let every kernel start before the previous one ends, so a kernel that
+    touched memory before griddepcontrol.wait would race (and the graph tests above might
+    only catch it sometimes).  Source check: each __global__ kernel's body opens with
+    grid_dependency_sync(), and the launchers start kernels only through launch_kernel()."""
+    kernels = {}
+    for path in sorted((CSRC / "kernels").glob("*.cuh")):
+        for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\([^{]*\)\s*\{\n([^\n]*)",
+                             path.read_text()):
+            kernels[m.group(1)] = m.group(2).strip()
+    assert len(kernels) >= 10, sorted(kernels)
+    late = {name: first for name, first in kernels.items() if not first.startswith("grid_dependency_sync();")}
+    assert not late, f"kernels whose first statement is not grid_dependency_sync(): {late}"
+    for path in sorted((CSRC / "cuda").glob("*.cu")):
+        text = path.read_text()
+        assert "<<<" not in text, f"{path.name} launches with <<<>>>, without launch_kernel()"
+        assert "cudaLaunchKernelEx" not in text, f"{path.name} calls cudaLaunchKernelEx outside launch.h"
