@@ -20,7 +20,7 @@
 // With 16-byte vectors and [C, W] filters that fit in registers (W <= 8), two kernels below
 // replace it: sconv_direct_kernel for small batches (decode: a thread per token and channel
 // vector, three rounds of dependent loads) and sconv_stream_kernel for large ones (a thread
-// per channel vector and run of 8 tokens, every tap a register).  This one is the general
+// per channel vector and run of 8 tokens, the run's window staged in shared memory).  This one is the general
 // fallback: any alignment, any W.
 //
 // Ids are data: seq_idx, the logical block, the physical block and the slot are clamped into
@@ -426,11 +426,15 @@ __global__ void __launch_bounds__(kSconvDirectThreads)
 
 // Streaming sconv for large batches: each thread owns one 16-byte channel vector and a run of
 // R consecutive tokens.  Grid: (ceil(T / R), ceil(C / (E * 128))).  A thread loads its filters
-// once (converted to fp32 in registers) and the R + W - 1 x rows its run's windows cover, all
-// in flight together, while R threads of the CTA form the run's token records (one per
-// token, in shared memory); after one barrier every tap inside the forward is a register of
-// that window (index known at compile time), so per token and element the work is W FMAs and
-// the epilogue.  A run whose tokens all read every tap from the window (the barrier tells) is
+// once (converted to fp32 in registers) and copies the R + W - 1 x rows its run's windows cover
+// into its own column of shared memory (cp.async, all in flight together, no registers held),
+// while R threads of the CTA form the run's token records (one per token, in shared memory);
+// after one barrier every tap inside the forward is a row of that window (index known at
+// compile time), so per token and element the work is W FMAs and the epilogue.  Holding the
+// window in registers instead took 128 registers (four CTAs per SM); staged, the kernel fits
+// 96, five CTAs, more rows in flight per SM (H200, bf16, graph replay: spec 33.0 -> 32.5 us,
+// prefill 56.8 -> 56.0, measured twice on two machines, 2026-11-30; six CTAs at 80 registers
+// spilled and ran 33.4).  A run whose tokens all read every tap from the window (the barrier tells) is
 // one straight block of code, the tokens' latencies overlapping.  So is a run that starts a
 // request with cached history (each request's first run in spec decoding): the W - 1 window
 // rows before it are replaced by that request's W - 1 cached taps, the ones its first tokens
@@ -439,10 +443,22 @@ __global__ void __launch_bounds__(kSconvDirectThreads)
 // CTA handles the same tokens.  Same FMA order as the kernels above, so the same bits.
 constexpr int kSconvStreamThreads = 128;
 
+// The window rows staged in shared memory, [rows][kSconvStreamThreads] 16-byte vectors: win[k]
+// is row k of this thread's column.  A thread reads only its own column.
+template <typename T, int E>
+struct SconvWindow {
+  const int4* col;  // &rows[0][threadIdx.x]
+  __device__ __forceinline__ Lanes<T, E> operator[](int k) const {
+    Lanes<T, E> v;
+    *reinterpret_cast<int4*>(v.v) = col[k * kSconvStreamThreads];
+    return v;
+  }
+};
+
 template <bool kSilu, bool kResidual, typename T, int E, int W, int R>
 __device__ __forceinline__ void sconv_stream_run(const SconvArgs<T>& p, const SconvToken* meta,
                                                  int64_t t0, int c0, bool simple,
-                                                 const Lanes<T, E> (&win)[R + W - 1],
+                                                 const SconvWindow<T, E>& win,
                                                  const float (&wf)[W][E]) {
   using Vec = Lanes<T, E>;
   const int64_t head_off = sconv_head_offset(p, c0);
@@ -491,8 +507,16 @@ __device__ __forceinline__ void sconv_stream_run(const SconvArgs<T>& p, const Sc
   }
 }
 
+// Five CTAs per SM (at most 96 registers) where the fp32 filters leave room (W * E <= 32: bf16 /
+// fp16 up to W = 4, fp32 up to W = 8), else four (128 registers; unbounded, ptxas took ~240 for
+// 16-bit filters of W >= 5, two CTAs per SM).
+template <int E, int W>
+constexpr int sconv_stream_min_blocks() {
+  return W * E <= 32 ? 5 : 4;
+}
+
 template <typename T, int E, int W, int R>
-__global__ void __launch_bounds__(kSconvStreamThreads)
+__global__ void __launch_bounds__(kSconvStreamThreads, (sconv_stream_min_blocks<E, W>()))
     sconv_stream_kernel(const __grid_constant__ SconvArgs<T> p) {
   grid_dependency_sync();  // before any global access (common.cuh)
   static_assert(E * sizeof(T) == 16, "the streaming kernel moves 16-byte vectors");
@@ -502,19 +526,18 @@ __global__ void __launch_bounds__(kSconvStreamThreads)
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * R;
   const int c0 = (static_cast<int>(blockIdx.y) * kSconvStreamThreads + static_cast<int>(threadIdx.x)) * E;
   const bool has_c = c0 < p.C;
-  // x rows t0 - (W - 1) .. t0 + R - 1: win[k] is row t0 - (W - 1) + k (zero outside [0, T)).
-  Vec win[R + W - 1];
-  Vec wv[W];
+  // x rows t0 - (W - 1) .. t0 + R - 1: rows[k] is row t0 - (W - 1) + k (zeros outside [0, T):
+  // a zero-byte copy fills with zeros, +0.0 in every dtype).
+  __shared__ __align__(16) int4 rows[R + W - 1][kSconvStreamThreads];
+  const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int k = 0; k < R + W - 1; ++k) {
     const int64_t row = t0 - (W - 1) + k;
-    if (has_c && row >= 0 && row < p.tokens) {
-      win[k].load(p.x + row * p.x_st + c0);
-    } else {
-#pragma unroll
-      for (int e = 0; e < E; ++e) win[k].v[e] = from_float<T>(0.f);
-    }
+    const bool in = has_c && row >= 0 && row < p.tokens;
+    cp_async16(&rows[k][tid], in ? p.x + row * p.x_st + c0 : p.x, in ? 16 : 0);
   }
+  cp_async_commit();
+  Vec wv[W];
   if (has_c) {
 #pragma unroll
     for (int q = 0; q < W; ++q) wv[q].load(p.weight + static_cast<int64_t>(c0) * W + q * E);
@@ -536,11 +559,16 @@ __global__ void __launch_bounds__(kSconvStreamThreads)
              (want == 0 || (m.pos == pos0 + i && m.req == req0));
   }
   simple = __syncthreads_and(simple);
+  cp_async_wait<0>();  // this thread's copies (no other thread reads its column)
   if (!has_c) return;
   if (simple && meta[0].lead > 0) {  // = W - 1: token 0's cached taps replace rows t0 - (W - 1) ..
     const int64_t head_off = sconv_head_offset(p, c0);
 #pragma unroll
-    for (int j = 0; j < W - 1; ++j) win[j].load(sconv_cached_tap(p, meta[0], j, head_off));
+    for (int j = 0; j < W - 1; ++j) {
+      Vec tap;
+      tap.load(sconv_cached_tap(p, meta[0], j, head_off));
+      rows[j][tid] = *reinterpret_cast<const int4*>(tap.v);
+    }
   }
   float wf[W][E];  // weight[c0 + k, j]
 #pragma unroll
@@ -548,6 +576,7 @@ __global__ void __launch_bounds__(kSconvStreamThreads)
 #pragma unroll
     for (int k = 0; k < E; ++k) wf[j][k] = to_float(wv[(k * W + j) / E].v[(k * W + j) % E]);
   }
+  const SconvWindow<T, E> win{&rows[0][tid]};
   if (p.silu) {
     if (p.residual) return sconv_stream_run<true, true, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
     return sconv_stream_run<true, false, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
