@@ -5,7 +5,12 @@ TARGETS.md's sconv layout (H=8, D=2048, W=block_size=4, ws=512) -- what the laun
 batch-size rule is set from.  The "traffic" column times a Triton kernel that moves exactly
 sconv's mandatory bytes in sconv's pattern and computes nothing (x read once, out written, x
 written to its cache slot's head columns): what the memory system allows for this mix of one
-read and two writes, beside the read-only "limit" of TARGETS.md.
+read and two writes, beside the read-only "limit" of TARGETS.md.  The "chain" column (one-token
+requests only, where every tap is cached) adds the dependent loads the paged layout forces
+before a cached tap can be read -- the token's position and request, then its block-table
+entry, then the W - 1 cached taps -- still with no arithmetic (the taps are max-ed into out).
+Both probes are timed with and without programmatic dependent launch (as this package's
+kernels use it) and the faster is shown.
 
     python benchmarks/probe_sconv.py [--shapes 256x1,1024x1,64x16,256x16,8x1024]
 """
@@ -31,24 +36,38 @@ def traffic_kernel():
         return None
 
     @triton.jit
-    def _traffic(x_ptr, out_ptr, cache_ptr, slot_ptr, C, c_sb, c_sh, c_sn, off_s, ws, bs,
-                 BLOCK: tl.constexpr):
+    def _traffic(x_ptr, out_ptr, cache_ptr, slot_ptr, pos_ptr, seq_ptr, bt_ptr, bt_sr, C, c_sb, c_sh, c_sn,
+                 off_s, ws, bs, BLOCK: tl.constexpr, W: tl.constexpr, CHAIN: tl.constexpr, PDL: tl.constexpr):
+        if PDL:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
         t = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         mask = c < C
         v = tl.load(x_ptr + t * C + c, mask=mask)
-        tl.store(out_ptr + t * C + c, v, mask=mask)
         slot = tl.load(slot_ptr + t)
-        dst = (slot // bs) * c_sb + (slot % bs) * c_sn + (c // ws) * c_sh + off_s + c % ws
+        head = (c // ws) * c_sh + off_s + c % ws
+        o = v
+        if CHAIN:  # the token's W - 1 cached taps, through its block-table entries
+            pos = tl.load(pos_ptr + t)
+            req = tl.load(seq_ptr + t).to(tl.int64)
+            for j in tl.static_range(W - 1):
+                p = pos - (W - 1) + j
+                blk = tl.load(bt_ptr + req * bt_sr + p // bs).to(tl.int64)
+                o = tl.maximum(o, tl.load(cache_ptr + blk * c_sb + (p % bs) * c_sn + head, mask=mask))
+        tl.store(out_ptr + t * C + c, o, mask=mask)
+        dst = (slot // bs) * c_sb + (slot % bs) * c_sn + head
         tl.store(cache_ptr + dst, v, mask=mask & (slot >= 0))
 
-    def run(b, out):
+    def run(b, out, chain=False, pdl=False):
         T, C = b["x"].shape
         cache = b["cache"]
         block = 1024
-        _traffic[(T, triton.cdiv(C, block))](b["x"], out, cache, b["slot_mapping"], C, cache.stride(0),
+        _traffic[(T, triton.cdiv(C, block))](b["x"], out, cache, b["slot_mapping"], b["positions"], b["seq_idx"],
+                                             b["block_table"], b["block_table"].stride(0), C, cache.stride(0),
                                              cache.stride(1), cache.stride(2), b["off_s"], b["ws"],
-                                             b["block_size"], BLOCK=block)
+                                             b["block_size"], BLOCK=block, W=b["weight"].shape[1], CHAIN=chain,
+                                             PDL=pdl, launch_pdl=pdl)
     return run
 
 
@@ -63,8 +82,9 @@ def main(argv=None):
         tb = None
     gen = torch.Generator().manual_seed(0)
     traffic = traffic_kernel()
-    print("| requests x tokens | T | direct µs | stream µs | tiled µs | default µs | Triton µs | traffic µs | limit µs |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| requests x tokens | T | direct µs | stream µs | tiled µs | default µs | Triton µs | traffic µs | "
+          "chain µs | limit µs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     from bench import read_bandwidth_gbs
     read_bw = read_bandwidth_gbs() * 1e9
     for shape in a.shapes.split(","):
@@ -79,13 +99,15 @@ def main(argv=None):
         tri = float("nan")
         if tb is not None:
             tri = timing.cuda_graph_us(lambda i: tb.fused_sconv(*args, "silu", True))
-        moved = float("nan")
+        moved = chained = float("nan")
         if traffic is not None:
             out = torch.empty_like(b["x"])
-            moved = timing.cuda_graph_us(lambda i: traffic(b, out))
+            moved = min(timing.cuda_graph_us(lambda i: traffic(b, out, pdl=pdl)) for pdl in (False, True))
+            if new == 1:  # start 1000: every tap cached
+                chained = min(timing.cuda_graph_us(lambda i: traffic(b, out, True, pdl)) for pdl in (False, True))
         limit = selfcheck.sconv_bytes(b) / read_bw * 1e6
         print(f"| {reqs} x {new} | {reqs * new} | {times['direct']:.1f} | {times['stream']:.1f} | {times['tiled']:.1f} | "
-              f"{times['default']:.1f} | {tri:.1f} | {moved:.1f} | {limit:.1f} |", flush=True)
+              f"{times['default']:.1f} | {tri:.1f} | {moved:.1f} | {chained:.1f} | {limit:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

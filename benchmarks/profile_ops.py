@@ -36,9 +36,22 @@ def topc_argmax(n):
             lambda: tb.fused_topc_argmax_to_blk(base_c, bias_c, cand, blk))
 
 
+def add_argmax(n):
+    g = torch.Generator().manual_seed(0)
+    N = int(n)
+    base = torch.randn(N, B, V, generator=g).bfloat16().cuda()
+    bias = torch.randn(N * (B - 1), V, generator=g).bfloat16().cuda()
+    dense = base[:, 1:, :].reshape(N * (B - 1), V).contiguous()
+    ov = torch.empty(N * (B - 1), -(-V // 4096), dtype=torch.float32, device="cuda")
+    oi = torch.empty(N * (B - 1), -(-V // 4096), dtype=torch.int64, device="cuda")
+    blk = torch.zeros(N, B, dtype=torch.long, device="cuda")
+    return (lambda: xpress_ext.add_argmax_to_blk(base[:, 1:, :], bias, blk),
+            lambda: tb.fused_add_argmax_to_blk(dense, bias, ov, oi, blk))
+
+
 for case in sys.argv[1:] or ["sconv:decode"]:
     op, arg = case.split(":")
-    ours, triton = {"sconv": sconv, "topc_argmax": topc_argmax}[op](arg)
+    ours, triton = {"sconv": sconv, "topc_argmax": topc_argmax, "add_argmax": add_argmax}[op](arg)
     for _ in range(3):
         ours()
     if tb.HAVE_TRITON:
