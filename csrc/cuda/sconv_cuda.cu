@@ -103,8 +103,8 @@ SconvVariant sconv_variant(int64_t tokens, int64_t W, const at::Tensor& weight) 
 
 template <typename T, int E, int W>
 void launch_sconv_direct_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.tokens),
-                  static_cast<unsigned>((a.C / E + k::kSconvDirectThreads - 1) / k::kSconvDirectThreads));
+  const dim3 grid(static_cast<unsigned>((a.tokens + k::kSconvDirectTokens - 1) / k::kSconvDirectTokens),
+                  static_cast<unsigned>((a.C / E + 31) / 32));
   launch_kernel(k::sconv_direct_kernel<T, E, W>, grid, dim3(k::kSconvDirectThreads), 0, stream, 1, a);
 }
 

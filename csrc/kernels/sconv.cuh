@@ -374,15 +374,20 @@ __global__ void __launch_bounds__(kSconvThreads, 4)
   }
 }
 
-// Direct sconv for small batches (decode): no shared memory, no barrier, the shortest chain of
-// dependent loads -- (the token's metadata, x vector and filters) -> its block-table entries ->
-// its cached taps -> out and the slot.  Grid: (T, ceil(C / (E * 128))); a thread owns one
-// token and E consecutive channels (one 16-byte vector).  [C, W] filters are contiguous, so a
-// thread's E x W block is W 16-byte vectors, held in registers (W is a template argument).
-// The FMAs run in the tiled kernel's order (taps ascending, zero taps skipped), so both
-// kernels write the same bits.  Measured and not kept (H200, decode): two tokens per thread
-// (7.8 vs 7.1 us, and 1.3-1.5x slower from 512 tokens on).
-constexpr int kSconvDirectThreads = 128;
+// Direct sconv for small batches (decode): the shortest chain of dependent loads -- (the
+// token's metadata and x vector) -> its block-table entries -> its cached taps -> out and the
+// slot.  Grid: (ceil(T / 4), ceil(C / (E * 32))); a CTA is 4 warps, one token each, and a lane
+// owns E consecutive channels (one 16-byte vector) of the CTA's 32.  [C, W] filters are
+// contiguous, so the CTA's filters are 32 * W consecutive 16-byte vectors: copied once into
+// shared memory (cp.async, in flight with the chain) and shared by its 4 tokens, instead of
+// every thread reading its own E x W block -- at decode that block was 8 MB of L2 reads per
+// call (the filters re-read for each of the 256 tokens), against 12 MB of data, and leaving
+// the filter loads out (timing only) took 1.1 us of 6.0.  One barrier, after every tap load is
+// issued, before the FMAs.  The FMAs run in the tiled kernel's order (taps ascending, zero taps
+// skipped), so every kernel writes the same bits.  Measured and not kept (H200, decode): two
+// tokens per thread (7.8 vs 7.1 us, and 1.3-1.5x slower from 512 tokens on).
+constexpr int kSconvDirectTokens = 4;  // warps per CTA, one token each
+constexpr int kSconvDirectThreads = 32 * kSconvDirectTokens;
 
 template <typename T, int E, int W>
 __global__ void __launch_bounds__(kSconvDirectThreads)
@@ -390,25 +395,42 @@ __global__ void __launch_bounds__(kSconvDirectThreads)
   grid_dependency_sync();  // before any global access (common.cuh)
   static_assert(E * sizeof(T) == 16, "the direct kernel moves 16-byte vectors");
   using Vec = Lanes<T, E>;
-  const int64_t t = blockIdx.x;
-  const int c0 = (static_cast<int>(blockIdx.y) * kSconvDirectThreads + static_cast<int>(threadIdx.x)) * E;
-  if (c0 >= p.C) return;
-  Vec xt, wv[W];  // issued before the metadata: nothing below waits for them until the FMAs
-  xt.load(p.x + t * p.x_st + c0);
+  __shared__ __align__(16) int4 filters[32 * W];  // [lane][tap vector] of the CTA's 32 lanes
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kSconvDirectTokens + (tid >> 5);
+  const int cbase = static_cast<int>(blockIdx.y) * 32 * E;
+  const int c0 = cbase + lane * E;
+  const int vecs = (p.C - cbase < 32 * E ? (p.C - cbase) / E : 32) * W;  // the CTA's filter vectors
+  for (int i = tid; i < vecs; i += kSconvDirectThreads) {
+    cp_async16(&filters[i], p.weight + static_cast<int64_t>(cbase) * W + static_cast<int64_t>(i) * E, 16);
+  }
+  cp_async_commit();
+  const bool active = t < p.tokens && c0 < p.C;
+  Vec xt, tap[W];
+  const T* src[W];
+  SconvToken m{};
+  int64_t head_off = 0;
+  if (active) {
+    xt.load(p.x + t * p.x_st + c0);  // issued before the metadata: waited for at the FMAs
+    m = sconv_token(p, t);
+    head_off = sconv_head_offset(p, c0);
+    if (m.live) {
+      auto x_row = [&](int64_t row) -> const T* { return p.x + row * p.x_st + c0; };
 #pragma unroll
-  for (int q = 0; q < W; ++q) wv[q].load(p.weight + static_cast<int64_t>(c0) * W + q * E);
-  const SconvToken m = sconv_token(p, t);
-  const int64_t head_off = sconv_head_offset(p, c0);
+      for (int j = 0; j < W; ++j) src[j] = sconv_tap_src(p, m, t, j, head_off, x_row);
+      load_taps(tap, src);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the filters
+  if (!active) return;
   float acc[E];
 #pragma unroll
   for (int k = 0; k < E; ++k) acc[k] = 0.f;
   if (m.live) {
-    auto x_row = [&](int64_t row) -> const T* { return p.x + row * p.x_st + c0; };
-    const T* src[W];
-    Vec tap[W];
+    Vec wv[W];  // weight[c0 .. c0 + E, 0 .. W) as W vectors
 #pragma unroll
-    for (int j = 0; j < W; ++j) src[j] = sconv_tap_src(p, m, t, j, head_off, x_row);
-    load_taps(tap, src);
+    for (int q = 0; q < W; ++q) *reinterpret_cast<int4*>(wv[q].v) = filters[lane * W + q];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       if (src[j] == nullptr) continue;
