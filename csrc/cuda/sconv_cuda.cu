@@ -111,7 +111,9 @@ void launch_sconv_direct_w(const k::SconvArgs<T>& a, cudaStream_t stream) {
 // Tokens per thread of the streaming kernel.  Measured on the H200 (bf16, C = 4096, W = 4,
 // graph replay, us at R = 4 / 8 / 16): 512 x 1 tokens 7.5 / 8.9 / 32.7; 256 x 16 36.0 / 38.4 /
 // 57.2; 8 x 1024 66.9 / 59.5 / 71.6 (before the aligned-request path; after it, 256 x 16
-// 34.9 / 33.2, 8 x 1024 59.6 / 56.7).  At 16, 150 registers leave three CTAs per SM.
+// 34.9 / 33.2, 8 x 1024 59.6 / 56.7).  At 16, 150 registers leave three CTAs per SM.  With the
+// window in shared memory (session 10) 16 still loses: 256 x 16 34.9 vs 32.8, 8 x 1024 70.8 vs
+// 56.0.
 constexpr int kSconvStreamRun = 8;
 
 template <typename T, int E, int W>
