@@ -76,16 +76,18 @@ void allow_max_smem(Kernel kernel, int device) {
 template <typename Kernel>
 int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int, size_t>, int> cache;
-  static std::map<int, bool> prepared;
-  const auto key = std::make_tuple(device, cluster, smem);
+  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
+  static std::map<std::pair<const void*, int>, bool> prepared;
+  const void* const fn = reinterpret_cast<const void*>(kernel);
+  const auto key = std::make_tuple(fn, device, cluster, smem);
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  if (!prepared[device]) {
+  bool& ready = prepared[{fn, device}];
+  if (!ready) {
     allow_max_smem(kernel, device);
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    prepared[device] = true;
+    ready = true;
   }
   const LaunchConfig lc(dim3(cluster), dim3(k::kLatentThreads), smem, nullptr, cluster, /*pdl=*/false);
   int clusters = 0;
@@ -104,10 +106,12 @@ struct LatentPlan {
   int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
   k::LatentRowsTiling rows;
   int64_t row_tiles;       // CTAs of the row-tile variant
+  bool fixed;              // cluster variant: the kernel compiled for this shape runs
 };
 
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
-// 1 / 2 the row-tile variant with 16 / 32 rows per CTA.
+// 1 / 2 the row-tile variant with 16 / 32 rows per CTA, 3 the cluster variant's generic kernel
+// (sizes read at run time) even where a kernel compiled for the shape exists.
 int forced_latent_variant() {
   const char* v = std::getenv("XPRESS_EXT_LATENT_VARIANT");
   if (v == nullptr || *v == '\0') return -1;
@@ -115,8 +119,24 @@ int forced_latent_variant() {
   if (s == "cluster") return 0;
   if (s == "rows16") return 1;
   if (s == "rows32") return 2;
-  TORCH_CHECK_VALUE(false, "XPRESS_EXT_LATENT_VARIANT must be cluster, rows16 or rows32; got '",
-                    s, "'");
+  if (s == "cluster_generic") return 3;
+  TORCH_CHECK_VALUE(false, "XPRESS_EXT_LATENT_VARIANT must be cluster, cluster_generic, rows16 or "
+                    "rows32; got '", s, "'");
+}
+
+// The cluster variant's kernel: compiled for the canonical head (16-bit, B = 16, R = 256,
+// H = 512, 8-CTA clusters), where its index arithmetic is constants, else the generic one.
+// Both give the same bits (tests/test_latent_pass.py::test_variants_bitwise_equal).
+template <typename T>
+auto latent_cluster_kernel(int B, int R, int H, int cluster, bool* fixed) {
+  *fixed = false;
+  if constexpr (sizeof(T) == 2) {
+    if (B == 16 && R == 256 && H == 512 && cluster == 8 && forced_latent_variant() != 3) {
+      *fixed = true;
+      return k::latent_pass_kernel<T, 16, 256, 512, 8>;
+    }
+  }
+  return k::latent_pass_kernel<T>;
 }
 
 template <typename T>
@@ -146,7 +166,7 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
                     " bytes of shared memory per CTA even with the weights split over a 16-CTA "
                     "cluster; this GPU allows ",
                     smem_limit, ". The CPU implementation has no such limit.");
-  auto kernel = k::latent_pass_kernel<T>;
+  const auto kernel = latent_cluster_kernel<T>(B, R, H, cluster, &plan.fixed);
   plan.max_clusters = max_active_clusters(kernel, device, cluster, plan.tiling.smem_bytes);
   TORCH_CHECK(plan.max_clusters > 0, "latent_pass: no ", cluster, "-CTA cluster with ",
               plan.tiling.smem_bytes, " bytes of shared memory per CTA fits on ", prop->name);
@@ -181,7 +201,7 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
     mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
   }
   const int forced = forced_latent_variant();
-  if (forced >= 0) mt = (forced == 0 || !rows_ok || 16 * forced < B) ? 0 : forced;
+  if (forced >= 0) mt = (forced == 0 || forced == 3 || !rows_ok || 16 * forced < B) ? 0 : forced;
   if (mt > 0) {
     const int kchunk1 = k::round_up(k::ceil_div(plan.tiling.kr, plan.tiling.ks1), 16);
     const int kchunk3 = k::round_up(k::ceil_div(plan.tiling.kh, plan.tiling.ks3), 16);
@@ -262,7 +282,9 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                   plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
     return;
   }
-  launch_kernel(k::latent_pass_kernel<T>, dim3(plan.grid_clusters * plan.tiling.cluster),
+  bool fixed = false;
+  launch_kernel(latent_cluster_kernel<T>(B, R, H, plan.tiling.cluster, &fixed),
+                dim3(plan.grid_clusters * plan.tiling.cluster),
                 dim3(k::kLatentThreads), plan.tiling.smem_bytes,
                 at::cuda::getCurrentCUDAStream(device).stream(), plan.tiling.cluster, a);
 }
@@ -520,7 +542,8 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
                                                     static_cast<int>(H), static_cast<int>(device));
     return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
                                 static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,
-                                p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles};
+                                p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles,
+                                p.rows_mt == 0 && p.fixed ? 1 : 0};
   });
 }
 

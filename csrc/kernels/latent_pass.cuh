@@ -32,32 +32,63 @@ namespace kernels {
 
 constexpr int kLatentThreads = 512;
 constexpr int kLatentWarps = kLatentThreads / 32;
+constexpr int kLatentEmbVecs = 4;  // embedding-row vectors a thread stages per group (fast path)
 
-__host__ __device__ inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
-__host__ __device__ inline int ceil_div(int v, int m) { return (v + m - 1) / m; }
+__host__ __device__ constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
+__host__ __device__ constexpr int ceil_div(int v, int m) { return (v + m - 1) / m; }
 
 // Shared-memory row strides (elements).  16-bit types are read with ldmatrix, which fetches 8
 // rows of 16 bytes: making the row length in 16-byte units odd puts those rows in 8 different
 // bank groups.  fp32 runs the scalar MMA: activation rows are read 8 rows at one column (a
 // stride of 4 mod 32 words spreads them over banks), weight rows are read as broadcasts and
 // need no padding.  Every stride keeps rows 16-byte aligned for cp.async.
-inline int smem_ld_act(int width, int elem_bytes) {
+__host__ __device__ constexpr int smem_ld_act(int width, int elem_bytes) {
   if (elem_bytes == 2) return width + (((width / 8) & 1) ? 0 : 8);
   return round_up(width, 32) + 4;
 }
 
-inline int smem_ld_weight(int width, int elem_bytes) {
+__host__ __device__ constexpr int smem_ld_weight(int width, int elem_bytes) {
   return elem_bytes == 2 ? smem_ld_act(width, elem_bytes) : width;
 }
 
-struct LatentTiling {
-  int cluster;           // CTAs per cluster
+// The sizes a thread's index arithmetic uses; a function of (R, H, B, dtype, cluster) alone, so
+// a kernel specialised for one such shape has them as constants (latent_pass_kernel).
+struct LatentShape {
+  int cluster;  // CTAs per cluster
+  int kr, kh;   // R and H rounded up to 16 (MMA K steps)
+  int rc, hc;   // latent channels / hidden units per CTA (multiples of 8)
+  int ks1, ks3;  // K-splits of phases 1 and 3 across warps
+  int ld_wlat, ld_wgu, ld_wd, ld_emb, ld_m, ld_xh, ld_f;  // shared row strides (elements)
+};
+
+__host__ __device__ constexpr LatentShape latent_shape(int R, int H, int elem_bytes, int cluster) {
+  LatentShape t{};
+  t.cluster = cluster;
+  t.kr = round_up(R, 16);
+  t.kh = round_up(H, 16);
+  t.rc = round_up(ceil_div(R, cluster), 8);
+  t.hc = round_up(ceil_div(H, cluster), 8);
+  const int nt1 = t.rc / 8;
+  // K-splits fill the warps when a CTA's slice has few column tiles; capped at 2 so the fp32
+  // partials stay small.  Chosen from (R, H, cluster) only: a fixed summation order per row.
+  const int fill = kLatentWarps / nt1 < 2 ? kLatentWarps / nt1 : 2;
+  t.ks1 = t.kr / 16 < fill ? t.kr / 16 : fill;
+  t.ks3 = t.kh / 16 < fill ? t.kh / 16 : fill;
+  t.ks1 = t.ks1 < 1 ? 1 : t.ks1;
+  t.ks3 = t.ks3 < 1 ? 1 : t.ks3;
+  t.ld_wlat = smem_ld_weight(t.rc, elem_bytes);
+  t.ld_wgu = smem_ld_weight(t.hc, elem_bytes);
+  t.ld_wd = smem_ld_weight(t.rc, elem_bytes);
+  t.ld_emb = smem_ld_act(t.kr, elem_bytes);
+  t.ld_m = smem_ld_act(t.kh, elem_bytes);
+  t.ld_xh = t.rc + 8;
+  t.ld_f = t.rc + 4;
+  return t;
+}
+
+struct LatentTiling : LatentShape {
   int blocks_per_group;  // blocks n per group
   int rows;              // blocks_per_group * B rounded up to 16 (MMA row tiles)
-  int kr, kh;            // R and H rounded up to 16 (MMA K steps)
-  int rc, hc;            // latent channels / hidden units per CTA (multiples of 8)
-  int ks1, ks3;          // K-splits of phases 1 and 3 across warps
-  int ld_wlat, ld_wgu, ld_wd, ld_emb, ld_m, ld_xh, ld_f;  // shared row strides (elements)
   size_t off_wlat, off_mix, off_wg, off_wu, off_wd, off_r1, off_ub, off_xh, off_x, off_u, off_part;
   size_t smem_bytes;
 };
@@ -66,25 +97,9 @@ struct LatentTiling {
 inline LatentTiling make_latent_tiling(int R, int H, int B, int elem_bytes, int cluster,
                                        int blocks_per_group) {
   LatentTiling t{};
-  t.cluster = cluster;
+  static_cast<LatentShape&>(t) = latent_shape(R, H, elem_bytes, cluster);
   t.blocks_per_group = blocks_per_group;
   t.rows = round_up(blocks_per_group * B, 16);
-  t.kr = round_up(R, 16);
-  t.kh = round_up(H, 16);
-  t.rc = round_up(ceil_div(R, cluster), 8);
-  t.hc = round_up(ceil_div(H, cluster), 8);
-  const int nt1 = t.rc / 8;
-  // K-splits fill the warps when a CTA's slice has few column tiles; capped at 2 so the fp32
-  // partials stay small.  Chosen from (R, H, cluster) only: a fixed summation order per row.
-  t.ks1 = std::max(1, std::min({kLatentWarps / nt1, t.kr / 16, 2}));
-  t.ks3 = std::max(1, std::min({kLatentWarps / nt1, t.kh / 16, 2}));
-  t.ld_wlat = smem_ld_weight(t.rc, elem_bytes);
-  t.ld_wgu = smem_ld_weight(t.hc, elem_bytes);
-  t.ld_wd = smem_ld_weight(t.rc, elem_bytes);
-  t.ld_emb = smem_ld_act(t.kr, elem_bytes);
-  t.ld_m = smem_ld_act(t.kh, elem_bytes);
-  t.ld_xh = t.rc + 8;
-  t.ld_f = t.rc + 4;
   size_t off = 0;
   auto take = [&off](size_t bytes) {
     const size_t at = off;
@@ -171,7 +186,16 @@ __device__ __forceinline__ void load_rows(T* s, int ld_s, const T* g, const T* g
   constexpr int kV = kVecElems<T>;
   const int unit = vec ? kV : 1;
   const int per_row = cols / unit;
-  GridWalk w(threadIdx.x, blockDim.x, per_row);
+  if (vec && valid_rows >= rows && valid_cols >= cols && kLatentThreads % per_row == 0) {
+    // Whole region valid and a fixed column per thread: one copy per row, no walk.
+    const int col = static_cast<int>(threadIdx.x % per_row) * kV;
+    const int rstep = kLatentThreads / per_row;
+    for (int r = static_cast<int>(threadIdx.x / per_row); r < rows; r += rstep) {
+      cp_async16(s + r * ld_s + col, g + row_offset(r) + col, 16);
+    }
+    return;
+  }
+  GridWalk w(threadIdx.x, kLatentThreads, per_row);
   for (; w.row < rows; w.next()) {
     const int r = w.row;
     const int col = w.col * unit;
@@ -212,10 +236,11 @@ struct GroupRows {
 template <typename T>
 struct EmbeddingRows {
   const LatentArgs<T>* p;
-  int n0;
+  int n0, B;
+  __device__ __forceinline__ EmbeddingRows(const LatentArgs<T>* p_, int n0_, int B_) : p(p_), n0(n0_), B(B_) {}
   __device__ __forceinline__ int64_t operator()(int r) const {
-    const int n = n0 + r / p->B;
-    const int b = r % p->B;
+    const int n = n0 + r / B;
+    const int b = r % B;
     const int64_t tok =
         b == 0 ? p->tok_am1[n * p->am1_s] : p->blk[n * p->blk_sn + (b - 1) * p->blk_sb];
     return clamp_index(tok, p->vocab) * p->w1_s;
@@ -256,14 +281,40 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
-template <typename T>
+// Phase timestamps for benchmarks/latent_pass_phases.cu: a build that defines
+// XPRESS_LATENT_PROBE (as the name of a device array) records clock64() in thread 0 of every
+// CTA at each phase of its first four groups ([cta][group][mark], 16 marks a group).
+#ifdef XPRESS_LATENT_PROBE
+#define XPRESS_LATENT_MARK(k)                                                                   \
+  do {                                                                                          \
+    if (tid == 0 && iter < 4) XPRESS_LATENT_PROBE[(blockIdx.x * 4 + iter) * 16 + (k)] = clock64(); \
+  } while (0)
+#else
+#define XPRESS_LATENT_MARK(k) \
+  do {                        \
+  } while (0)
+#endif
+
+// kB, kR, kH, kCluster != 0: a kernel for that shape only (the launcher checks), whose sizes,
+// strides and index divisions are compile-time constants.  The kernel is issue-bound in its
+// index arithmetic at small N (512 threads, ~4 warps per scheduler): at the canonical head the
+// constants took one 16-row group from ~21.7 K to ~15.2 K cycles (H200,
+// benchmarks/latent_pass_phases.cu).  The arithmetic on the data is the same: same bits.
+template <typename T, int kB = 0, int kR = 0, int kH = 0, int kCluster = 0>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_pass_kernel(const __grid_constant__ LatentArgs<T> p) {
   grid_dependency_sync();  // before any global access (common.cuh)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
-  const LatentTiling& t = p.t;
+  constexpr bool kFixed = kB != 0;
+  LatentTiling t = p.t;
+  if constexpr (kFixed) {
+    static_cast<LatentShape&>(t) = latent_shape(kR, kH, static_cast<int>(sizeof(T)), kCluster);
+  }
+  const int B = kFixed ? kB : p.B;
+  const int R = kFixed ? kR : p.R;
+  const int H = kFixed ? kH : p.H;
   const int rank = static_cast<int>(cluster.block_rank());
   const int cluster_id = blockIdx.x / t.cluster;
   const int num_clusters = gridDim.x / t.cluster;
@@ -292,44 +343,109 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // Tell the peers this CTA runs; their first distributed-shared-memory store into it waits
   // for this (the matching wait is just before our own first store into them).
   if (p.do_mlp) cluster_arrive_relaxed();
+  int iter = 0;  // groups this CTA has walked (phase probe)
+  XPRESS_LATENT_MARK(0);
+
+  // The embedding rows, when whole 16-byte vectors (at most kLatentEmbVecs a thread), go
+  // through registers rather than cp.async: the token ids are loaded before any copy is issued
+  // (the first group's at the start, each next group's once the current one's rows are stored),
+  // the rows once the first copy group is issued and ahead of the MLP weights' copies, and they
+  // are stored after those, so neither dependent load holds the copies back.
+  constexpr int kV = kVecElems<T>;
+  const int emb_per_row = t.kr / kV;
+  const bool emb_fast = p.vec_w1 && t.rows * emb_per_row <= kLatentEmbVecs * kLatentThreads;
+  int64_t emb_tok[kLatentEmbVecs];
+  uint32_t emb_live = 0;  // bit j: vector j of this thread is a valid row's
+  auto emb_tokens = [&](int g) {
+    emb_live = 0;
+    const int n0 = g * t.blocks_per_group;
+    const int valid_rows = min(t.blocks_per_group, p.N - n0) * B;
+#pragma unroll
+    for (int j = 0; j < kLatentEmbVecs; ++j) {
+      const int i = tid + j * kLatentThreads;
+      const int r = i / emb_per_row;
+      const int col = (i % emb_per_row) * kV;
+      emb_tok[j] = 0;
+      if (g < p.num_groups && r < valid_rows && col < R) {
+        const int n = n0 + r / B;
+        const int b = r % B;
+        emb_tok[j] = b == 0 ? ld_issue(p.tok_am1 + n * p.am1_s) : ld_issue(p.blk + n * p.blk_sn + (b - 1) * p.blk_sb);
+        emb_live |= 1u << j;
+      }
+    }
+  };
+  int4 emb_v[kLatentEmbVecs];
+  auto emb_load = [&]() {
+#pragma unroll
+    for (int j = 0; j < kLatentEmbVecs; ++j) {
+      const int i = tid + j * kLatentThreads;
+      emb_v[j] = make_int4(0, 0, 0, 0);
+      if ((emb_live >> j) & 1u) {
+        emb_v[j] = ld_stream16(p.w1 + clamp_index(emb_tok[j], p.vocab) * p.w1_s + (i % emb_per_row) * kV);
+      }
+    }
+  };
+  auto emb_store = [&]() {
+#pragma unroll
+    for (int j = 0; j < kLatentEmbVecs; ++j) {
+      const int i = tid + j * kLatentThreads;
+      if (i < t.rows * emb_per_row) {
+        *reinterpret_cast<int4*>(s_emb + (i / emb_per_row) * t.ld_emb + (i % emb_per_row) * kV) = emb_v[j];
+      }
+    }
+  };
+  if (emb_fast) emb_tokens(cluster_id);
 
   // Resident slices, once per CTA: W_lat and the mixer join the first group's copy group; the
   // MLP weights follow in two later groups so that they land while phase 1 / phase 2 run.
-  load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, p.R,
-            p.R - c_base, p.vec_weights);
-  load_rows(s_mix, t.rc, p.mix + c_base, p.mix, MixerRows{p.B, p.mix_sk, p.mix_sj}, p.B * p.B,
-            t.rc, p.B * p.B, p.R - c_base, p.vec_mix);
+  load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, R,
+            R - c_base, p.vec_weights);
+  load_rows(s_mix, t.rc, p.mix + c_base, p.mix, MixerRows{B, p.mix_sk, p.mix_sj}, B * B,
+            t.rc, B * B, R - c_base, p.vec_mix);
 
+  XPRESS_LATENT_MARK(1);
   bool first = true;
-  for (int g = cluster_id; g < p.num_groups; g += num_clusters) {
+  for (int g = cluster_id; g < p.num_groups; g += num_clusters, ++iter) {
     const int n0 = g * t.blocks_per_group;
-    const int valid_rows = min(t.blocks_per_group, p.N - n0) * p.B;
+    const int valid_rows = min(t.blocks_per_group, p.N - n0) * B;
 
-    load_rows(s_emb, t.ld_emb, p.w1, p.w1, EmbeddingRows<T>{&p, n0}, t.rows, t.kr, valid_rows,
-              p.R, p.vec_w1);
-    load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, p.B, p.xh_sn, p.xh_sb}, t.rows,
-              t.rc, valid_rows, p.R - c_base, p.vec_xh);
+    if (!emb_fast) {
+      load_rows(s_emb, t.ld_emb, p.w1, p.w1, EmbeddingRows<T>{&p, n0, B}, t.rows, t.kr, valid_rows,
+                R, p.vec_w1);
+    }
+    load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, B, p.xh_sn, p.xh_sb}, t.rows,
+              t.rc, valid_rows, R - c_base, p.vec_xh);
     cp_async_commit();
+    if (emb_fast) emb_load();  // ahead of the MLP weights' copies (measured: 0.2-0.8 us at N <= 32)
     if (first && p.do_mlp) {
-      load_rows(s_wg, t.ld_wgu, p.wg + h_base, p.wg, StridedRows{p.wg_s}, t.kr, t.hc, p.R,
-                p.H - h_base, p.vec_weights);
-      load_rows(s_wu, t.ld_wgu, p.wu + h_base, p.wu, StridedRows{p.wu_s}, t.kr, t.hc, p.R,
-                p.H - h_base, p.vec_weights);
+      load_rows(s_wg, t.ld_wgu, p.wg + h_base, p.wg, StridedRows{p.wg_s}, t.kr, t.hc, R,
+                H - h_base, p.vec_weights);
+      load_rows(s_wu, t.ld_wgu, p.wu + h_base, p.wu, StridedRows{p.wu_s}, t.kr, t.hc, R,
+                H - h_base, p.vec_weights);
       cp_async_commit();
-      load_rows(s_wd, t.ld_wd, p.wd + c_base, p.wd, StridedRows{p.wd_s}, t.kh, t.rc, p.H,
-                p.R - c_base, p.vec_weights);
+      load_rows(s_wd, t.ld_wd, p.wd + c_base, p.wd, StridedRows{p.wd_s}, t.kh, t.rc, H,
+                R - c_base, p.vec_weights);
       cp_async_commit();
+    }
+    if (emb_fast) {
+      emb_store();
+      emb_tokens(g + num_clusters);
+    }
+    XPRESS_LATENT_MARK(2);
+    if (first && p.do_mlp) {
       cp_async_wait<2>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
+    XPRESS_LATENT_MARK(3);
 
     // Phase 1: x = emb @ wlat_t (K-split partials, summed in a fixed order), then + xh.
     split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, t.rows, t.rc,
                     t.kr, t.ks1);
     __syncthreads();
-    for (GridWalk w(tid, blockDim.x, t.rc); w.row < t.rows; w.next()) {
+    XPRESS_LATENT_MARK(4);
+    for (GridWalk w(tid, kLatentThreads, t.rc); w.row < t.rows; w.next()) {
       const int r = w.row;
       const int c = w.col;
       float v = 0.f;
@@ -337,20 +453,22 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       s_x[r * t.ld_f + c] = v + to_float(s_xh[r * t.ld_xh + c]);  // 0 outside the valid region
     }
     __syncthreads();
+    XPRESS_LATENT_MARK(5);
     if (first && p.do_mlp) cluster_wait();  // peers run: their shared memory may be written
+    XPRESS_LATENT_MARK(6);
 
     // Mixer over all j (the op is defined for any mixer, not only lower-triangular ones).
-    for (GridWalk w(tid, blockDim.x, t.rc / 2); w.row < t.rows; w.next()) {
+    for (GridWalk w(tid, kLatentThreads, t.rc / 2); w.row < t.rows; w.next()) {
       const int r = w.row;
       const int c = w.col * 2;
       const int cg = c_base + c;
-      const int k = r % p.B;
+      const int k = r % B;
       float u0 = 0.f, u1 = 0.f;
       if (r < valid_rows) {
         const float* xcol = s_x + (r - k) * t.ld_f + c;  // slot 0 of this row's block
-        const T* mrow = s_mix + k * p.B * t.rc + c;
+        const T* mrow = s_mix + k * B * t.rc + c;
 #pragma unroll 4
-        for (int j = 0; j < p.B; ++j) {
+        for (int j = 0; j < B; ++j) {
           u0 = fmaf(to_float(mrow[j * t.rc]), xcol[j * t.ld_f], u0);
           u1 = fmaf(to_float(mrow[j * t.rc + 1]), xcol[j * t.ld_f + 1], u1);
         }
@@ -364,15 +482,18 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           }
         }
       } else if (r < valid_rows && k >= 1) {
-        T* out = p.lat_out + static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + cg;
-        if (cg < p.R) out[0] = from_float<T>(u0);
-        if (cg + 1 < p.R) out[1] = from_float<T>(u1);
+        T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + cg;
+        if (cg < R) out[0] = from_float<T>(u0);
+        if (cg + 1 < R) out[1] = from_float<T>(u1);
       }
     }
 
+    XPRESS_LATENT_MARK(7);
     if (p.do_mlp) {
       if (first) cp_async_wait<1>();  // wg, wu landed (this thread's copies)
+      XPRESS_LATENT_MARK(8);
       cluster.sync();                 // dtype(u) gathered everywhere; copies visible CTA-wide
+      XPRESS_LATENT_MARK(9);
 
       // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)) for own hidden units, all-gathered.
       const int nth = t.hc / 8;
@@ -394,32 +515,40 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           }
         }
       }
+      XPRESS_LATENT_MARK(10);
       if (first) cp_async_wait<0>();  // wd landed
+      XPRESS_LATENT_MARK(11);
       cluster.sync();                 // m gathered everywhere
+      XPRESS_LATENT_MARK(12);
 
       // Phase 3: out = u + m @ wd_t for own channels.
       split_k_gemm<T>(s_part, t.ld_f, part_stride, s_m, t.ld_m, s_wd, t.ld_wd, t.rows, t.rc, t.kh,
                       t.ks3);
       __syncthreads();
-      for (GridWalk w(tid, blockDim.x, t.rc); w.row < t.rows; w.next()) {
+      XPRESS_LATENT_MARK(13);
+      for (GridWalk w(tid, kLatentThreads, t.rc); w.row < t.rows; w.next()) {
         const int r = w.row;
         const int c = w.col;
-        const int k = r % p.B;
-        if (r >= valid_rows || k == 0 || c_base + c >= p.R) continue;
+        const int k = r % B;
+        if (r >= valid_rows || k == 0 || c_base + c >= R) continue;
         float v = 0.f;
         for (int s = 0; s < t.ks3; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
         v += s_u[r * t.ld_f + c];
-        p.lat_out[static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c_base + c] =
+        p.lat_out[static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c_base + c] =
             from_float<T>(v);
       }
     }
+    XPRESS_LATENT_MARK(14);
     __syncthreads();  // buffers are reused by the next group
+    XPRESS_LATENT_MARK(15);
     first = false;
   }
 #else
   __trap();  // launched only on sm_90+ (checked on the host)
 #endif
 }
+
+#undef XPRESS_LATENT_MARK
 
 }  // namespace kernels
 }  // namespace xpress

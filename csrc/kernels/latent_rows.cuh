@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   XPRESS_ROWS_MARK(0);
-  load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>{&p, n0}, rows, R, valid_rows, R, p.vec_w1);
+  load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>{&p, n0, p.B}, rows, R, valid_rows, R, p.vec_w1);
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_steps) issue(s);
     cp_async_commit();
