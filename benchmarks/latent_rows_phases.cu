@@ -3,13 +3,18 @@
 // bf16 inputs of the canonical head (B=16, R=256, H=512), prints the kernel's time (CUDA
 // events, median of single launches) and the mean cycles from each mark to the next.
 //
-//   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA]
+// With a third argument "fixed", the kernel compiled for this head (the launcher's default
+// there); without, the generic one.
+//
+//   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
+//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 __device__ long long g_rows_probe[4096 * 64];
@@ -44,6 +49,7 @@ __global__ void fill_ids(int64_t* x, int64_t n, int64_t V) {
 int main(int argc, char** argv) {
   const int N = argc > 1 ? std::atoi(argv[1]) : 1;
   const int mt = (argc > 2 ? std::atoi(argv[2]) : 16) / 16;
+  const bool fixed = argc > 3 && std::string(argv[3]) == "fixed";
   const int B = 16, R = 256, H = 512;
   const int64_t V = 151936;
   T *xh, *out, *w1, *wlat, *mix, *wg, *wu, *wd;
@@ -78,7 +84,8 @@ int main(int argc, char** argv) {
   a.vec_w1 = a.vec_weights = a.vec_mix = a.vec_xh = true;
   ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), 128, 256);  // the 8-CTA cluster's K-splits
   const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
-  auto kernel = mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
+  auto kernel = fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512> : k::latent_rows_kernel<T, 2, 16, 512>)
+                      : (mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>);
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ra.t.smem_bytes));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -99,7 +106,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
   const int mix_end = ra.t.n1 + ra.t.nmix;
   const int steps = mix_end + ra.t.n2 + ra.t.n3;
-  std::printf("N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median)\n  mean cycles per step:", N,
+  std::printf("%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median)\n  mean cycles per step:", fixed ? "fixed" : "generic", N,
               16 * mt, tiles, ra.t.smem_bytes, ms[ms.size() / 2] * 1e3);
   auto mean = [&](int from, int to) {
     double sum = 0;
@@ -112,5 +119,10 @@ int main(int argc, char** argv) {
     std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
   }
   std::printf(" | total %.0f\n", mean(0, 63));
+  std::vector<uint16_t> host(static_cast<size_t>(N) * (B - 1) * R);
+  CK(cudaMemcpy(host.data(), out, host.size() * 2, cudaMemcpyDeviceToHost));
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the output bits, to compare builds
+  for (uint16_t v : host) h = (h ^ v) * 1099511628211ull;
+  std::printf("  output hash %016llx\n", static_cast<unsigned long long>(h));
   return 0;
 }

@@ -1,5 +1,7 @@
 """latent_pass: parity with the SPEC.md math, strides, determinism, batch invariance, ids."""
 
+import itertools
+
 import pytest
 import torch
 from xpress_testing import (
@@ -190,14 +192,14 @@ def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
     for n, p in zip((1, 7, 32, 256, 1000), plans):
         cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles, fixed = p
         assert groups * blocks >= n and grid_clusters == min(groups, max_clusters) and max_clusters > 0
-        # the cluster variant at this head runs its kernel compiled for the shape (16-bit)
-        assert fixed == (not tile_rows and dtype != torch.float32 and cluster == 8), p
+        # at this head (16-bit) either variant runs its kernel compiled for the head
+        assert fixed == (dtype != torch.float32 and cluster == 8), p
         assert bool(tile_rows) == (dtype != torch.float32 and groups > 2 * max_clusters), p
         if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
             assert tile_rows in (16, 32) and tiles * (tile_rows // 16) >= n
 
 
-VARIANTS = {"cluster": 0, "cluster_generic": 0, "rows16": 16, "rows32": 32}
+VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32}
 
 
 @needs_cuda
@@ -210,16 +212,17 @@ VARIANTS = {"cluster": 0, "cluster_generic": 0, "rows16": 16, "rows32": 32}
 )
 @pytest.mark.parametrize("do_mlp", [True, False], ids=["mlp", "no_mlp"])
 def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
-    """The cluster variant (its kernel compiled for the canonical head, and its generic kernel)
-    and the row-tile variant (16 or 32 rows per CTA) write the same bits, so the planner may
-    choose between them by N without a row's result depending on the batch.  Shapes: full tiles,
-    a partial last tile, several blocks per tile (B = 5, 2), three hidden panels (H = 768), and
-    B = 20 (only the 32-row tile holds a block)."""
+    """The cluster variant and the row-tile variant (16 or 32 rows per CTA), each as its kernel
+    compiled for the canonical head and as its generic kernel (XPRESS_EXT_LATENT_FIXED=0), write
+    the same bits, so the planner may choose between them by N without a row's result depending
+    on the batch.  Shapes: full tiles, a partial last tile, several blocks per tile (B = 5, 2),
+    three hidden panels (H = 768), and B = 20 (only the 32-row tile holds a block)."""
     N, B, R, H, V = shape
     inp = latent_inputs(*shape, dtype, "cuda", seed=11)
     outs = {}
-    for name, tile_rows in VARIANTS.items():
+    for (name, tile_rows), fixed in itertools.product(VARIANTS.items(), ("1", "0")):
         monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", name)
+        monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", fixed)
         plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
         expect = tile_rows if tile_rows >= B else 0
         if name == "rows32" and H > 512:
@@ -228,16 +231,20 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
             assert plan[7] in (0, expect), (name, plan)
         else:  # every other case fits (16 rows at H = 768: 219,136 bytes)
             assert plan[7] == expect, (name, plan)
-        if name.startswith("cluster"):  # the compiled-for-the-shape kernel at the canonical head
-            assert plan[9] == (name == "cluster" and (B, R, H) == (16, 256, 512)), (name, plan)
-        outs[name] = run_latent(inp, do_mlp=do_mlp)
-    assert_latent_close(outs["cluster"], inp, do_mlp=do_mlp)
-    for name in ("cluster_generic", "rows16", "rows32"):
-        assert torch.equal(outs[name], outs["cluster"]), name
+        # the kernel compiled for the head runs exactly there (the 8-CTA cluster's K-splits)
+        assert plan[9] == (fixed == "1" and (B, R, H) == (16, 256, 512) and plan[0] == 8), (name, fixed, plan)
+        outs[name, fixed] = run_latent(inp, do_mlp=do_mlp)
+    assert_latent_close(outs["cluster", "1"], inp, do_mlp=do_mlp)
+    for key, out in outs.items():
+        assert torch.equal(out, outs["cluster", "1"]), key
 
 
 @needs_cuda
 def test_variant_knob_rejects_unknown_names(monkeypatch):
     monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "fastest")
     with pytest.raises(ValueError, match="XPRESS_EXT_LATENT_VARIANT"):
+        torch.ops.xpress_ext.latent_pass_plan(1, 16, 256, 512, torch.bfloat16, 0)
+    monkeypatch.delenv("XPRESS_EXT_LATENT_VARIANT")
+    monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", "yes")
+    with pytest.raises(ValueError, match="XPRESS_EXT_LATENT_FIXED"):
         torch.ops.xpress_ext.latent_pass_plan(1, 16, 256, 512, torch.bfloat16, 0)

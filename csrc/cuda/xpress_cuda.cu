@@ -106,12 +106,11 @@ struct LatentPlan {
   int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
   k::LatentRowsTiling rows;
   int64_t row_tiles;       // CTAs of the row-tile variant
-  bool fixed;              // cluster variant: the kernel compiled for this shape runs
+  bool fixed;              // the variant's kernel compiled for this head runs
 };
 
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
-// 1 / 2 the row-tile variant with 16 / 32 rows per CTA, 3 the cluster variant's generic kernel
-// (sizes read at run time) even where a kernel compiled for the shape exists.
+// 1 / 2 the row-tile variant with 16 / 32 rows per CTA.
 int forced_latent_variant() {
   const char* v = std::getenv("XPRESS_EXT_LATENT_VARIANT");
   if (v == nullptr || *v == '\0') return -1;
@@ -119,24 +118,48 @@ int forced_latent_variant() {
   if (s == "cluster") return 0;
   if (s == "rows16") return 1;
   if (s == "rows32") return 2;
-  if (s == "cluster_generic") return 3;
-  TORCH_CHECK_VALUE(false, "XPRESS_EXT_LATENT_VARIANT must be cluster, cluster_generic, rows16 or "
-                    "rows32; got '", s, "'");
+  TORCH_CHECK_VALUE(false, "XPRESS_EXT_LATENT_VARIANT must be cluster, rows16 or rows32; got '",
+                    s, "'");
 }
 
-// The cluster variant's kernel: compiled for the canonical head (16-bit, B = 16, R = 256,
-// H = 512, 8-CTA clusters), where its index arithmetic is constants, else the generic one.
-// Both give the same bits (tests/test_latent_pass.py::test_variants_bitwise_equal).
+// Whether the kernels compiled for the canonical head may run (XPRESS_EXT_LATENT_FIXED=0: the
+// generic kernels everywhere; benchmarks and tests, read per call).
+bool latent_fixed_enabled() {
+  const char* v = std::getenv("XPRESS_EXT_LATENT_FIXED");
+  if (v == nullptr || *v == '\0') return true;
+  const std::string s(v);
+  TORCH_CHECK_VALUE(s == "0" || s == "1", "XPRESS_EXT_LATENT_FIXED must be 0 or 1; got '", s, "'");
+  return s == "1";
+}
+
+// The kernels compiled for the canonical head (16-bit, B = 16, R = 256, H = 512, 8-CTA cluster
+// tiling), where the index arithmetic is constants; the generic ones elsewhere.  Both give the
+// same bits (tests/test_latent_pass.py::test_variants_bitwise_equal).
+constexpr int kFixedB = 16, kFixedR = 256, kFixedH = 512, kFixedCluster = 8;
+
 template <typename T>
 auto latent_cluster_kernel(int B, int R, int H, int cluster, bool* fixed) {
   *fixed = false;
   if constexpr (sizeof(T) == 2) {
-    if (B == 16 && R == 256 && H == 512 && cluster == 8 && forced_latent_variant() != 3) {
+    if (B == kFixedB && R == kFixedR && H == kFixedH && cluster == kFixedCluster && latent_fixed_enabled()) {
       *fixed = true;
-      return k::latent_pass_kernel<T, 16, 256, 512, 8>;
+      return k::latent_pass_kernel<T, kFixedB, kFixedR, kFixedH, kFixedCluster>;
     }
   }
   return k::latent_pass_kernel<T>;
+}
+
+template <typename T>
+auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool* fixed) {
+  constexpr k::LatentShape c = k::latent_shape(kFixedR, kFixedH, 2, kFixedCluster);
+  *fixed = sizeof(T) == 2 && B == kFixedB && H == kFixedH && latent_fixed_enabled() &&
+           rt.kchunk1 == k::rows_fixed_kchunk(kFixedR, c.ks1) && rt.kchunk3 == k::rows_fixed_kchunk(kFixedH, c.ks3);
+  if constexpr (sizeof(T) == 2) {
+    if (*fixed) {
+      return mt == 1 ? k::latent_rows_kernel<T, 1, kFixedB, kFixedH> : k::latent_rows_kernel<T, 2, kFixedB, kFixedH>;
+    }
+  }
+  return mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
 }
 
 template <typename T>
@@ -201,7 +224,7 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
     mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
   }
   const int forced = forced_latent_variant();
-  if (forced >= 0) mt = (forced == 0 || forced == 3 || !rows_ok || 16 * forced < B) ? 0 : forced;
+  if (forced >= 0) mt = (forced == 0 || !rows_ok || 16 * forced < B) ? 0 : forced;
   if (mt > 0) {
     const int kchunk1 = k::round_up(k::ceil_div(plan.tiling.kr, plan.tiling.ks1), 16);
     const int kchunk3 = k::round_up(k::ceil_div(plan.tiling.kh, plan.tiling.ks3), 16);
@@ -212,6 +235,7 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
       plan.rows_mt = mt;
       plan.rows = rt;
       plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
+      latent_rows_kernel_for<T>(mt, B, H, rt, &plan.fixed);
     }
   }
   return plan;
@@ -276,7 +300,8 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     k::LatentRowsArgs<T> ra{};
     ra.a = a;
     ra.t = plan.rows;
-    auto kernel = plan.rows_mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
+    bool fixed = false;
+    auto kernel = latent_rows_kernel_for<T>(plan.rows_mt, B, H, plan.rows, &fixed);
     allow_max_smem(kernel, device);
     launch_kernel(kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
                   plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
@@ -543,7 +568,7 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
     return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
                                 static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,
                                 p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles,
-                                p.rows_mt == 0 && p.fixed ? 1 : 0};
+                                p.fixed ? 1 : 0};
   });
 }
 

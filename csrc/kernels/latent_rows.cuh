@@ -52,23 +52,23 @@ __device__ __forceinline__ void load_rows_vec(T* s, int ld_s, const T* g, RowOff
   }
 }
 
-struct LatentRowsTiling {
+// The sizes a thread's index arithmetic uses; a function of (R, H, B, mt, K-splits) alone, so
+// a kernel compiled for one such shape has them as constants (latent_rows_kernel).
+struct LatentRowsShape {
   int mt;                    // 16-row MMA tiles per CTA
   int blocks;                // blocks per tile (blocks * B <= 16 * mt)
   int ld_a, ld_x, ld_m, ld_w;
   int k_per_mix;             // mixer rows k per mixer step (k_per_mix * B <= kRowsStageK)
   int n1, nmix, n2, n3;      // steps of each phase (n2 over all hidden panels)
   int kchunk1, kchunk3;      // K-split lengths of the cluster variant (summation order)
-  size_t off_a, off_xm, off_u, off_stage, stage_elems, smem_bytes;
+  int stage_elems;           // elements of one stage
 };
 
-// The tiling for 16-bit elements, R = kRowsR, H a multiple of R, B <= min(16 * mt, 64).
-inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int stages,
-                                                int kchunk1, int kchunk3) {
-  LatentRowsTiling t{};
+__host__ __device__ constexpr LatentRowsShape latent_rows_shape(int R, int H, int B, int mt,
+                                                                int kchunk1, int kchunk3) {
+  LatentRowsShape t{};
   t.mt = mt;
   t.blocks = 16 * mt / B;
-  const size_t rows = 16 * mt;
   t.ld_a = smem_ld_act(R, 2);
   t.ld_m = smem_ld_act(H, 2);
   t.ld_x = R + 8;  // fp32; the epilogue's stores from the MMA layout: 2-way at most
@@ -80,6 +80,24 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
   t.n3 = ceil_div(H, kRowsStageK);
   t.kchunk1 = kchunk1;
   t.kchunk3 = kchunk3;
+  t.stage_elems = kRowsStageK * t.ld_w;
+  return t;
+}
+
+// The K-split lengths of the cluster variant's tiling for (R, H, 8-CTA clusters), 16-bit: the
+// ones a kernel compiled for the head uses (the launcher checks the plan's are these).
+__host__ __device__ constexpr int rows_fixed_kchunk(int K, int ks) { return round_up(ceil_div(round_up(K, 16), ks), 16); }
+
+struct LatentRowsTiling : LatentRowsShape {
+  size_t off_a, off_xm, off_u, off_stage, smem_bytes;
+};
+
+// The tiling for 16-bit elements, R = kRowsR, H a multiple of R, B <= min(16 * mt, 64).
+inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int stages,
+                                                int kchunk1, int kchunk3) {
+  LatentRowsTiling t{};
+  static_cast<LatentRowsShape&>(t) = latent_rows_shape(R, H, B, mt, kchunk1, kchunk3);
+  const size_t rows = 16 * mt;
   size_t off = 0;
   auto take = [&off](size_t bytes) {
     const size_t at = off;
@@ -89,8 +107,7 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
   t.off_a = take(2 * rows * t.ld_a);  // embeddings, then dtype(u)
   t.off_xm = take(std::max(4 * rows * t.ld_x, 2 * rows * t.ld_m));  // x (fp32), then m
   t.off_u = take(4 * rows * t.ld_x);
-  t.stage_elems = static_cast<size_t>(kRowsStageK) * t.ld_w;
-  t.off_stage = take(2 * t.stage_elems * stages);
+  t.off_stage = take(2 * static_cast<size_t>(t.stage_elems) * stages);
   t.smem_bytes = off;
   return t;
 }
@@ -150,7 +167,11 @@ __device__ __forceinline__ void zero_tiles(float (&z)[S][4]) {
   }
 }
 
-template <typename T, int MT>
+// kB, kH != 0: a kernel for that head only (B, H, and the 8-CTA cluster tiling's K-splits; the
+// launcher checks), whose sizes, strides and index divisions are compile-time constants: at
+// the canonical head 12-15 % faster than the generic kernel (H200, latent_rows_phases.cu,
+// same bits).
+template <typename T, int MT, int kB = 0, int kH = 0>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
   grid_dependency_sync();  // before any global access (common.cuh)
@@ -160,7 +181,15 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr int R = kRowsR;
   constexpr int kHalf = kRowsStageK / 2;      // phase-2 K rows per step
   const LatentArgs<T>& p = args.a;
-  const LatentRowsTiling& t = args.t;
+  constexpr bool kFixed = kB != 0;
+  LatentRowsTiling t = args.t;
+  if constexpr (kFixed) {
+    constexpr LatentShape c = latent_shape(kRowsR, kH, 2, 8);
+    static_cast<LatentRowsShape&>(t) = latent_rows_shape(
+        kRowsR, kH, kB, MT, rows_fixed_kchunk(kRowsR, c.ks1), rows_fixed_kchunk(kH, c.ks3));
+  }
+  const int B = kFixed ? kB : p.B;
+  const int H = kFixed ? kH : p.H;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -168,7 +197,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int col0 = (warp % kStrips) * S * 8;
   const int rows = 16 * MT;
   const int n0 = blockIdx.x * t.blocks;
-  const int valid_rows = min(t.blocks, p.N - n0) * p.B;
+  const int valid_rows = min(t.blocks, p.N - n0) * B;
 
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_a = reinterpret_cast<T*>(smem + t.off_a);
@@ -183,7 +212,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   auto stage = [&](int s) { return s_stage + (s % kStages) * t.stage_elems; };
   // Copies step s's chunk into its stage (this thread's share).
   // The common case: every weight 16-byte aligned, the mixer rows evenly strided.
-  const bool fast = p.vec_weights && p.vec_mix && p.mix_sk == p.B * p.mix_sj;
+  const bool fast = p.vec_weights && p.vec_mix && p.mix_sk == B * p.mix_sj;
   auto issue = [&](int s) {
     T* dst = stage(s);
     if (fast) {
@@ -194,7 +223,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       } else if (s < mix_end) {
         const int kb = (s - t.n1) * t.k_per_mix;
         load_rows_vec<T, R>(dst, t.ld_w, p.mix + kb * p.mix_sk, StridedRows{p.mix_sj},
-                            min(t.k_per_mix, p.B - kb) * p.B);
+                            min(t.k_per_mix, B - kb) * B);
       } else if (s < mix_end + t.n2) {
         const int q = s - mix_end;
         const int h0 = (q / steps_per_panel) * R;
@@ -205,7 +234,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       } else {
         const int k0 = (s - mix_end - t.n2) * kRowsStageK;
         load_rows_vec<T, R>(dst, t.ld_w, p.wd + k0 * p.wd_s, StridedRows{p.wd_s},
-                            min(kRowsStageK, p.H - k0));
+                            min(kRowsStageK, H - k0));
       }
       return;
     }
@@ -214,8 +243,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       load_rows(dst, t.ld_w, p.wlat + k0 * p.wlat_s, p.wlat, StridedRows{p.wlat_s}, kn, R, kn, R,
                 p.vec_weights);
     } else if (s < mix_end) {
-      const int kb = (s - t.n1) * t.k_per_mix, kn = min(t.k_per_mix, p.B - kb) * p.B;
-      load_rows(dst, t.ld_w, p.mix + kb * p.mix_sk, p.mix, MixerRows{p.B, p.mix_sk, p.mix_sj}, kn,
+      const int kb = (s - t.n1) * t.k_per_mix, kn = min(t.k_per_mix, B - kb) * B;
+      load_rows(dst, t.ld_w, p.mix + kb * p.mix_sk, p.mix, MixerRows{B, p.mix_sk, p.mix_sj}, kn,
                 R, kn, R, p.vec_mix);
     } else if (s < mix_end + t.n2) {
       const int q = s - mix_end;
@@ -226,7 +255,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       load_rows(dst + kHalf * t.ld_w, t.ld_w, p.wu + k0 * p.wu_s + h0, p.wu, StridedRows{p.wu_s},
                 kn, R, kn, R, p.vec_weights);
     } else {
-      const int k0 = (s - mix_end - t.n2) * kRowsStageK, kn = min(kRowsStageK, p.H - k0);
+      const int k0 = (s - mix_end - t.n2) * kRowsStageK, kn = min(kRowsStageK, H - k0);
       load_rows(dst, t.ld_w, p.wd + k0 * p.wd_s, p.wd, StridedRows{p.wd_s}, kn, R, kn, R,
                 p.vec_weights);
     }
@@ -247,7 +276,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   XPRESS_ROWS_MARK(0);
-  load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>{&p, n0, p.B}, rows, R, valid_rows, R, p.vec_w1);
+  load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>(&p, n0, B), rows, R, valid_rows, R, p.vec_w1);
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_steps) issue(s);
     cp_async_commit();
@@ -283,7 +312,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       const int c = fcol + i * 8;
       float xh0 = 0.f, xh1 = 0.f;
       if (r < valid_rows) {
-        const T* src = p.xh + static_cast<int64_t>(n0 + r / p.B) * p.xh_sn + (r % p.B) * p.xh_sb + c;
+        const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
         xh0 = to_float(src[0]);
         xh1 = to_float(src[1]);
       }
@@ -297,20 +326,20 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   for (int s = t.n1; s < mix_end; ++s) {
     begin_step(s);
     const int kb = (s - t.n1) * t.k_per_mix;
-    const int ke = min(p.B, kb + t.k_per_mix);
+    const int ke = min(B, kb + t.k_per_mix);
     const T* mix_s = stage(s);
-    for (GridWalk w(tid, blockDim.x, R / 2); w.row < rows; w.next()) {
+    for (GridWalk w(tid, kLatentThreads, R / 2); w.row < rows; w.next()) {
       const int r = w.row;
       const int c = w.col * 2;
-      const int k = r % p.B;
+      const int k = r % B;
       const bool valid = r < valid_rows;
       if (valid ? (k < kb || k >= ke) : s != t.n1) continue;
       float u0 = 0.f, u1 = 0.f;
       if (valid) {
         const float* xcol = s_x + (r - k) * t.ld_x + c;  // slot 0 of this row's block
-        const T* mrow = mix_s + (k - kb) * p.B * t.ld_w + c;
+        const T* mrow = mix_s + (k - kb) * B * t.ld_w + c;
 #pragma unroll 4
-        for (int j = 0; j < p.B; ++j) {
+        for (int j = 0; j < B; ++j) {
           u0 = fmaf(to_float(mrow[j * t.ld_w]), xcol[j * t.ld_x], u0);
           u1 = fmaf(to_float(mrow[j * t.ld_w + 1]), xcol[j * t.ld_x + 1], u1);
         }
@@ -320,7 +349,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         s_u[r * t.ld_x + c + 1] = u1;
         store_pair(s_a + r * t.ld_a + c, u0, u1);
       } else if (valid && k >= 1) {
-        T* out = p.lat_out + static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c;
+        T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
         out[0] = from_float<T>(u0);
         out[1] = from_float<T>(u1);
       }
@@ -331,7 +360,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 
   // Phase 2, one R-wide panel of hidden units at a time: m = dtype(silu(u @ wg) * (u @ wu)).
   int s = mix_end;
-  for (int h0 = 0; h0 < p.H; h0 += R) {
+  for (int h0 = 0; h0 < H; h0 += R) {
     float gu[2 * S][4];
     zero_tiles<2 * S>(gu);
     for (int k0 = 0; k0 < R; k0 += kHalf, ++s) {
@@ -357,16 +386,16 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   }
 
   // Phase 3: out = u + m @ wd_t (phase 2 ended at step mix_end + t.n2).
-  streamed_gemm(s_m + mt * 16 * t.ld_m, t.ld_m, s, n_steps, p.H, t.kchunk3);
+  streamed_gemm(s_m + mt * 16 * t.ld_m, t.ld_m, s, n_steps, H, t.kchunk3);
 #pragma unroll
   for (int i = 0; i < S; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = frow + 8 * h;
-      const int k = r % p.B;
+      const int k = r % B;
       if (r >= valid_rows || k == 0) continue;
       const int c = fcol + i * 8;
-      T* out = p.lat_out + static_cast<int64_t>(n0 + r / p.B) * p.out_sn + (k - 1) * p.out_sb + c;
+      T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
       out[0] = from_float<T>(v[i][2 * h] + s_u[r * t.ld_x + c]);
       out[1] = from_float<T>(v[i][2 * h + 1] + s_u[r * t.ld_x + c + 1]);
     }
