@@ -21,31 +21,11 @@
 __device__ long long g_latent_probe[2048 * 4 * 16];
 #define XPRESS_LATENT_PROBE g_latent_probe
 #include "kernels/latent_pass.cuh"
+#include "harness.cuh"
 
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
 
-#define CK(x)                                                                           \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));  \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-
-__global__ void fill(T* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15;
-    x[i] = __float2bfloat16(((h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
-  }
-}
-
-__global__ void fill_ids(int64_t* x, int64_t n, int64_t V) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    x[i] = (i * 7919 + 13) % V;
-}
 
 static const char* kPhase[15] = {"issue wlat/mix", "issue emb/xh/w", "wait copies", "phase 1",
                                   "x sum", "peers up", "mixer+u gather", "wait wg/wu", "csync 1",
@@ -70,13 +50,13 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&wd, H * R * 2));
   CK(cudaMalloc(&blk, N * B * 8));
   CK(cudaMalloc(&am1, N * 8));
-  fill<<<512, 256>>>(xh, (int64_t)N * B * R, 1);
-  fill<<<1024, 256>>>(w1, V * R, 2);
-  fill<<<64, 256>>>(wlat, R * R, 3);
-  fill<<<64, 256>>>(mix, B * B * R, 4);
-  fill<<<64, 256>>>(wg, R * H, 5);
-  fill<<<64, 256>>>(wu, R * H, 6);
-  fill<<<64, 256>>>(wd, H * R, 7);
+  fill_uniform<<<512, 256>>>(xh, (int64_t)N * B * R, 1);
+  fill_uniform<<<1024, 256>>>(w1, V * R, 2);
+  fill_uniform<<<64, 256>>>(wlat, R * R, 3);
+  fill_uniform<<<64, 256>>>(mix, B * B * R, 4);
+  fill_uniform<<<64, 256>>>(wg, R * H, 5);
+  fill_uniform<<<64, 256>>>(wu, R * H, 6);
+  fill_uniform<<<64, 256>>>(wd, H * R, 7);
   fill_ids<<<64, 256>>>(blk, N * B, V);
   fill_ids<<<1, 256>>>(am1, N, V);
   cudaStream_t stream;
@@ -117,44 +97,13 @@ int main(int argc, char** argv) {
     CK(cudaOccupancyMaxActiveClusters(&maxc, kernel, &cfg));
     const int gc = std::min(a.num_groups, maxc);
     cfg.gridDim = dim3(gc * cluster);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int it = 0; it < 30; ++it) {
-      CK(cudaEventRecord(e0, stream));
-      CK(cudaLaunchKernelEx(&cfg, kernel, a));
-      CK(cudaEventRecord(e1, stream));
-      CK(cudaEventSynchronize(e1));
-      float t;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (it >= 5) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
+    const LaunchTimes tm = time_launches(stream, [&](cudaStream_t) { CK(cudaLaunchKernelEx(&cfg, kernel, a)); });
     const int ctas = gc * cluster;
     std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
     CK(cudaMemcpyFromSymbol(pr.data(), g_latent_probe, pr.size() * sizeof(long long)));
-    // A graph of 20 launches, replayed: the per-launch time bench.py's protocol sees.
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < 20; ++i) CK(cudaLaunchKernelEx(&cfg, kernel, a));
-    CK(cudaStreamEndCapture(stream, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    std::vector<float> gms;
-    for (int it = 0; it < 15; ++it) {
-      CK(cudaEventRecord(e0, stream));
-      CK(cudaGraphLaunch(exec, stream));
-      CK(cudaEventRecord(e1, stream));
-      CK(cudaEventSynchronize(e1));
-      float t;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (it >= 3) gms.push_back(t / 20);
-    }
-    std::sort(gms.begin(), gms.end());
     std::printf("%s N=%d cluster=%d rows/group=%d groups=%d clusters=%d smem=%zu: %.2f us single launch, %.2f us graph replay\n",
-                fixed ? "fixed" : "generic", N, cluster, a.t.rows, a.num_groups, gc, a.t.smem_bytes, ms[ms.size() / 2] * 1e3,
-                gms[gms.size() / 2] * 1e3);
+                fixed ? "fixed" : "generic", N, cluster, a.t.rows, a.num_groups, gc, a.t.smem_bytes, tm.single_us,
+                tm.graph_us);
     const int groups_first = (a.num_groups + gc - 1) / gc;
     for (int g = 0; g < std::min(groups_first, 4); ++g) {
       std::printf("  group %d, mean cycles over the CTAs that walk it:", g);
@@ -180,8 +129,6 @@ int main(int argc, char** argv) {
     for (uint16_t v : host) h = (h ^ v) * 1099511628211ull;
     std::printf("  output hash %016llx\n", static_cast<unsigned long long>(h));
     outs.push_back(host);
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
     CK(cudaFree(out));
   }
   std::printf("outputs of 8- and 16-CTA clusters bitwise equal: %s\n",

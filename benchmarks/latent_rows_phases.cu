@@ -20,31 +20,11 @@
 __device__ long long g_rows_probe[4096 * 64];
 #define XPRESS_ROWS_PROBE g_rows_probe
 #include "kernels/latent_rows.cuh"
+#include "harness.cuh"
 
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
 
-#define CK(x)                                                                           \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));  \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-
-__global__ void fill(T* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15;
-    x[i] = __float2bfloat16(((h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
-  }
-}
-
-__global__ void fill_ids(int64_t* x, int64_t n, int64_t V) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    x[i] = (i * 7919 + 13) % V;
-}
 
 int main(int argc, char** argv) {
   const int N = argc > 1 ? std::atoi(argv[1]) : 1;
@@ -64,13 +44,13 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&wd, H * R * 2));
   CK(cudaMalloc(&blk, N * B * 8));
   CK(cudaMalloc(&am1, N * 8));
-  fill<<<512, 256>>>(xh, (int64_t)N * B * R, 1);
-  fill<<<1024, 256>>>(w1, V * R, 2);
-  fill<<<64, 256>>>(wlat, R * R, 3);
-  fill<<<64, 256>>>(mix, B * B * R, 4);
-  fill<<<64, 256>>>(wg, R * H, 5);
-  fill<<<64, 256>>>(wu, R * H, 6);
-  fill<<<64, 256>>>(wd, H * R, 7);
+  fill_uniform<<<512, 256>>>(xh, (int64_t)N * B * R, 1);
+  fill_uniform<<<1024, 256>>>(w1, V * R, 2);
+  fill_uniform<<<64, 256>>>(wlat, R * R, 3);
+  fill_uniform<<<64, 256>>>(mix, B * B * R, 4);
+  fill_uniform<<<64, 256>>>(wg, R * H, 5);
+  fill_uniform<<<64, 256>>>(wu, R * H, 6);
+  fill_uniform<<<64, 256>>>(wd, H * R, 7);
   fill_ids<<<64, 256>>>(blk, N * B, V);
   fill_ids<<<1, 256>>>(am1, N, V);
   k::LatentRowsArgs<T> ra{};
@@ -82,32 +62,26 @@ int main(int argc, char** argv) {
   a.wg = wg; a.wg_s = H; a.wu = wu; a.wu_s = H; a.wd = wd; a.wd_s = R;
   a.N = N; a.B = B; a.R = R; a.H = H; a.do_mlp = true;
   a.vec_w1 = a.vec_weights = a.vec_mix = a.vec_xh = true;
-  ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), 128, 256);  // the 8-CTA cluster's K-splits
+  constexpr k::LatentShape cs = k::latent_shape(R, H, 2, k::kLatentFixedCluster);  // the cluster tiling's K-splits
+  ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), k::rows_kchunk1(cs),
+                                    k::rows_kchunk3(cs));
   const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
   auto kernel = fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512> : k::latent_rows_kernel<T, 2, 16, 512>)
                       : (mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>);
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ra.t.smem_bytes));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int it = 0; it < 30; ++it) {
-    CK(cudaEventRecord(e0));
-    kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes>>>(ra);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (it >= 5) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  cudaStream_t stream;  // not the legacy default stream, which cannot be captured
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const LaunchTimes tm = time_launches(stream, [&](cudaStream_t st) {
+    kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes, st>>>(ra);
+    CK(cudaGetLastError());
+  });
   const int ctas = std::min(tiles, 4096);
   std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
   CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
   const int mix_end = ra.t.n1 + ra.t.nmix;
   const int steps = mix_end + ra.t.n2 + ra.t.n3;
-  std::printf("%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median)\n  mean cycles per step:", fixed ? "fixed" : "generic", N,
-              16 * mt, tiles, ra.t.smem_bytes, ms[ms.size() / 2] * 1e3);
+  std::printf("%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
+              fixed ? "fixed" : "generic", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
   auto mean = [&](int from, int to) {
     double sum = 0;
     for (int i = 0; i < ctas; ++i) sum += pr[i * 64 + to] - pr[i * 64 + from];

@@ -1,6 +1,7 @@
 // Where topc_select's time goes: builds the kernel with XPRESS_SEL_PROBE (clock64() at each
-// phase of a CTA's first row), launches it on random bf16 rows, prints the kernel's time
-// (CUDA events, median) and the mean / max cycles of each phase over the CTAs.
+// phase of a CTA's first row), launches it on random bf16 rows, prints its time (CUDA events,
+// median of single launches, and per launch in a graph of 20), whether the first rows' ids and
+// values are exact, and the mean / max cycles of each phase over the CTAs.
 //
 //   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/topc_select_phases.cu -o /tmp/phases && /tmp/phases ROWS C [SPLITS]
@@ -9,33 +10,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 __device__ long long g_sel_probe[65536 * 8];
 #define XPRESS_SEL_PROBE g_sel_probe
 #include "kernels/topc_select.cuh"
+#include "harness.cuh"
 
 namespace k = xpress::kernels;
-
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
-
-__global__ void fill_normal(__nv_bfloat16* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
-    uint32_t g = h * 747796405u + 2891336453u;
-    g ^= g >> 13; g *= 0x5bd1e995u; g ^= g >> 15;
-    const float u1 = (h >> 8) * (1.0f / 16777216.0f) + 1e-7f, u2 = (g >> 8) * (1.0f / 16777216.0f);
-    x[i] = __float2bfloat16(3.0f * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
-  }
-}
 
 int main(int argc, char** argv) {
   const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 15;
@@ -78,20 +61,10 @@ int main(int argc, char** argv) {
   cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int it = 0; it < 25; ++it) {
-    CK(cudaEventRecord(e0));
-    CK(cudaLaunchKernelEx(&cfg, kernel, a));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (it >= 5) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cfg.stream = st;
+  const LaunchTimes tm = time_launches(st, [&](cudaStream_t) { CK(cudaLaunchKernelEx(&cfg, kernel, a)); });
   // Exactness on the first rows against a stable descending sort of the keys.
   int bad = 0;
   {
@@ -109,15 +82,18 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < c; ++i) want[i] = kv[i].second;
       std::sort(want.begin(), want.end());
       for (int64_t i = 0; i < c; ++i) {
-        if (hi[r * c + i] != want[i]) ++bad;
+        uint16_t got_bits, want_bits;
+        std::memcpy(&got_bits, &hv[r * c + i], 2);
+        std::memcpy(&want_bits, &hx[r * V + want[i]], 2);
+        if (hi[r * c + i] != want[i] || got_bits != want_bits) ++bad;
       }
     }
   }
   const int ctas = splits * (int)std::min<int64_t>(rows, 65535);
   std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
   CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
-  std::printf("rows=%lld c=%lld splits=%d: %.1f us (median), %d wrong ids  phase cycles mean/max:",
-              (long long)rows, (long long)c, splits, ms[ms.size() / 2] * 1e3, bad);
+  std::printf("rows=%lld c=%lld splits=%d: %.1f us (median), graph %.2f us, %d wrong ids/values  phase cycles mean/max:",
+              (long long)rows, (long long)c, splits, tm.single_us, tm.graph_us, bad);
   const char* names[7] = {"P1stream", "tau", "count", "compact", "radix2", "scan", "emit"};
   for (int ph = 0; ph < 7; ++ph) {
     double sum = 0;

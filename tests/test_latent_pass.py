@@ -10,6 +10,7 @@ from xpress_testing import (
     DTYPES,
     V_FULL,
     assert_latent_close,
+    cuda_kernels_run,
     latent_args,
     latent_inputs,
     needs_cuda,
@@ -232,8 +233,16 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
         else:  # every other case fits (16 rows at H = 768: 219,136 bytes)
             assert plan[7] == expect, (name, plan)
         # the kernel compiled for the head runs exactly there (the 8-CTA cluster's K-splits)
-        assert plan[9] == (fixed == "1" and (B, R, H) == (16, 256, 512) and plan[0] == 8), (name, fixed, plan)
-        outs[name, fixed] = run_latent(inp, do_mlp=do_mlp)
+        head = fixed == "1" and (B, R, H) == (16, 256, 512) and plan[0] == 8
+        assert plan[9] == head, (name, fixed, plan)
+        outs[name, fixed], names = cuda_kernels_run(lambda: run_latent(inp, do_mlp=do_mlp))
+        if names is not None:  # the launch runs the build the plan names (None: under a sanitizer)
+            t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
+            if plan[7]:
+                want = f"latent_rows_kernel<{t}, {plan[7] // 16}, " + ("16, 512>" if head else "0, 0>")
+            else:
+                want = f"latent_pass_kernel<{t}, " + ("16, 256, 512, 8>" if head else "0, 0, 0, 0>")
+            assert [n for n in names if "latent" in n] == [n for n in names if want in n] != [], (want, names)
     assert_latent_close(outs["cluster", "1"], inp, do_mlp=do_mlp)
     for key, out in outs.items():
         assert torch.equal(out, outs["cluster", "1"]), key

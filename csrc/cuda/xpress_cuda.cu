@@ -97,7 +97,9 @@ int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
 }
 
 // How one latent_pass launch is laid out: the cluster variant (rows_mt == 0), or the row-tile
-// variant with 16 * rows_mt rows per CTA.  Both give the same bits for every row.
+// variant with 16 * rows_mt rows per CTA.  Both give the same bits for every row.  The plan
+// also names the kernel build that runs, so the launch does not decide it a second time.
+template <typename T>
 struct LatentPlan {
   k::LatentTiling tiling;  // cluster variant; its K-splits also set the row-tile variant's sums
   int max_clusters;        // co-resident clusters of this configuration
@@ -107,6 +109,8 @@ struct LatentPlan {
   k::LatentRowsTiling rows;
   int64_t row_tiles;       // CTAs of the row-tile variant
   bool fixed;              // the variant's kernel compiled for this head runs
+  decltype(&k::latent_pass_kernel<T>) cluster_kernel;  // the cluster variant's build
+  decltype(&k::latent_rows_kernel<T, 1>) rows_kernel;  // the row-tile variant's (rows_mt > 0)
 };
 
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
@@ -135,13 +139,14 @@ bool latent_fixed_enabled() {
 // The kernels compiled for the canonical head (16-bit, B = 16, R = 256, H = 512, 8-CTA cluster
 // tiling), where the index arithmetic is constants; the generic ones elsewhere.  Both give the
 // same bits (tests/test_latent_pass.py::test_variants_bitwise_equal).
-constexpr int kFixedB = 16, kFixedR = 256, kFixedH = 512, kFixedCluster = 8;
+constexpr int kFixedB = 16, kFixedR = 256, kFixedH = 512, kFixedCluster = k::kLatentFixedCluster;
 
+// The cluster variant's build for this shape (*fixed: the one compiled for the head).
 template <typename T>
-auto latent_cluster_kernel(int B, int R, int H, int cluster, bool* fixed) {
+auto latent_cluster_kernel(int B, int R, int H, int cluster, bool fixed_enabled, bool* fixed) {
   *fixed = false;
   if constexpr (sizeof(T) == 2) {
-    if (B == kFixedB && R == kFixedR && H == kFixedH && cluster == kFixedCluster && latent_fixed_enabled()) {
+    if (B == kFixedB && R == kFixedR && H == kFixedH && cluster == kFixedCluster && fixed_enabled) {
       *fixed = true;
       return k::latent_pass_kernel<T, kFixedB, kFixedR, kFixedH, kFixedCluster>;
     }
@@ -149,11 +154,13 @@ auto latent_cluster_kernel(int B, int R, int H, int cluster, bool* fixed) {
   return k::latent_pass_kernel<T>;
 }
 
+// The row-tile variant's build: the head's when the plan's K-splits are the ones it has as
+// constants (they are whenever the cluster tiling is the kFixedCluster one).
 template <typename T>
-auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool* fixed) {
+auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool fixed_enabled, bool* fixed) {
   constexpr k::LatentShape c = k::latent_shape(kFixedR, kFixedH, 2, kFixedCluster);
-  *fixed = sizeof(T) == 2 && B == kFixedB && H == kFixedH && latent_fixed_enabled() &&
-           rt.kchunk1 == k::rows_fixed_kchunk(kFixedR, c.ks1) && rt.kchunk3 == k::rows_fixed_kchunk(kFixedH, c.ks3);
+  *fixed = sizeof(T) == 2 && B == kFixedB && H == kFixedH && fixed_enabled && rt.kchunk1 == k::rows_kchunk1(c) &&
+           rt.kchunk3 == k::rows_kchunk3(c);
   if constexpr (sizeof(T) == 2) {
     if (*fixed) {
       return mt == 1 ? k::latent_rows_kernel<T, 1, kFixedB, kFixedH> : k::latent_rows_kernel<T, 2, kFixedB, kFixedH>;
@@ -163,7 +170,7 @@ auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt,
 }
 
 template <typename T>
-LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
+LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   TORCH_CHECK_NOT_IMPLEMENTED(prop->major >= 9,
                               "latent_pass: the CUDA kernel uses thread-block clusters and needs "
@@ -175,7 +182,8 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   // The cluster size is chosen from (dtype, R, H, B) only -- never from N -- so a row's
   // summation order, and therefore its bits, do not depend on the batch.
   const int min_blocks = std::max(1, 16 / B);
-  LatentPlan plan{};
+  const bool fixed_enabled = latent_fixed_enabled();
+  LatentPlan<T> plan{};
   int cluster = 0;
   for (int cl : {8, 16}) {
     plan.tiling = k::make_latent_tiling(R, H, B, elem, cl, min_blocks);
@@ -189,7 +197,8 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
                     " bytes of shared memory per CTA even with the weights split over a 16-CTA "
                     "cluster; this GPU allows ",
                     smem_limit, ". The CPU implementation has no such limit.");
-  const auto kernel = latent_cluster_kernel<T>(B, R, H, cluster, &plan.fixed);
+  const auto kernel = latent_cluster_kernel<T>(B, R, H, cluster, fixed_enabled, &plan.fixed);
+  plan.cluster_kernel = kernel;
   plan.max_clusters = max_active_clusters(kernel, device, cluster, plan.tiling.smem_bytes);
   TORCH_CHECK(plan.max_clusters > 0, "latent_pass: no ", cluster, "-CTA cluster with ",
               plan.tiling.smem_bytes, " bytes of shared memory per CTA fits on ", prop->name);
@@ -226,16 +235,14 @@ LatentPlan plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   const int forced = forced_latent_variant();
   if (forced >= 0) mt = (forced == 0 || !rows_ok || 16 * forced < B) ? 0 : forced;
   if (mt > 0) {
-    const int kchunk1 = k::round_up(k::ceil_div(plan.tiling.kr, plan.tiling.ks1), 16);
-    const int kchunk3 = k::round_up(k::ceil_div(plan.tiling.kh, plan.tiling.ks3), 16);
     const int stages = mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>();
-    const k::LatentRowsTiling rt =
-        k::make_latent_rows_tiling(R, H, B, mt, stages, kchunk1, kchunk3);
+    const k::LatentRowsTiling rt = k::make_latent_rows_tiling(R, H, B, mt, stages, k::rows_kchunk1(plan.tiling),
+                                                              k::rows_kchunk3(plan.tiling));
     if (rt.smem_bytes <= smem_limit) {
       plan.rows_mt = mt;
       plan.rows = rt;
       plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
-      latent_rows_kernel_for<T>(mt, B, H, rt, &plan.fixed);
+      plan.rows_kernel = latent_rows_kernel_for<T>(mt, B, H, rt, fixed_enabled, &plan.fixed);
     }
   }
   return plan;
@@ -249,7 +256,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                         bool do_mlp) {
   const int device = blk.get_device();
   const int R = static_cast<int>(d.R), H = static_cast<int>(d.H), B = static_cast<int>(d.B);
-  const LatentPlan plan = plan_latent_pass<T>(d.N, B, R, H, device);
+  const LatentPlan<T> plan = plan_latent_pass<T>(d.N, B, R, H, device);
 
   k::LatentArgs<T> a{};
   a.blk = blk.const_data_ptr<int64_t>();
@@ -300,16 +307,12 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     k::LatentRowsArgs<T> ra{};
     ra.a = a;
     ra.t = plan.rows;
-    bool fixed = false;
-    auto kernel = latent_rows_kernel_for<T>(plan.rows_mt, B, H, plan.rows, &fixed);
-    allow_max_smem(kernel, device);
-    launch_kernel(kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
+    allow_max_smem(plan.rows_kernel, device);
+    launch_kernel(plan.rows_kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
                   plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
     return;
   }
-  bool fixed = false;
-  launch_kernel(latent_cluster_kernel<T>(B, R, H, plan.tiling.cluster, &fixed),
-                dim3(plan.grid_clusters * plan.tiling.cluster),
+  launch_kernel(plan.cluster_kernel, dim3(plan.grid_clusters * plan.tiling.cluster),
                 dim3(k::kLatentThreads), plan.tiling.smem_bytes,
                 at::cuda::getCurrentCUDAStream(device).stream(), plan.tiling.cluster, a);
 }
@@ -563,7 +566,7 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
                     "R >= 1, H >= 1; got N=", N, " B=", B, " R=", R, " H=", H);
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   return XPRESS_DISPATCH_FLOAT(dtype, "latent_pass_plan", __nv_bfloat16, __half, float, [&] {
-    const LatentPlan p = plan_latent_pass<scalar_t>(N, static_cast<int>(B), static_cast<int>(R),
+    const LatentPlan<scalar_t> p = plan_latent_pass<scalar_t>(N, static_cast<int>(B), static_cast<int>(R),
                                                     static_cast<int>(H), static_cast<int>(device));
     return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
                                 static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,

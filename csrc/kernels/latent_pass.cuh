@@ -86,6 +86,10 @@ __host__ __device__ constexpr LatentShape latent_shape(int R, int H, int elem_by
   return t;
 }
 
+// The cluster size of the tiling that the kernels compiled for the canonical head assume (the
+// launcher's kFixed* shape; latent_rows_kernel's fixed build takes its K-splits from it).
+constexpr int kLatentFixedCluster = 8;
+
 struct LatentTiling : LatentShape {
   int blocks_per_group;  // blocks n per group
   int rows;              // blocks_per_group * B rounded up to 16 (MMA row tiles)

@@ -84,9 +84,11 @@ __host__ __device__ constexpr LatentRowsShape latent_rows_shape(int R, int H, in
   return t;
 }
 
-// The K-split lengths of the cluster variant's tiling for (R, H, 8-CTA clusters), 16-bit: the
-// ones a kernel compiled for the head uses (the launcher checks the plan's are these).
-__host__ __device__ constexpr int rows_fixed_kchunk(int K, int ks) { return round_up(ceil_div(round_up(K, 16), ks), 16); }
+// The row-tile variant's K-split lengths: those of the cluster variant's tiling `s` (phase 1
+// over R, phase 3 over H), so that both variants sum in the same order and give the same bits.
+// The planner, the kernel compiled for the head and the launcher's check all use these.
+__host__ __device__ constexpr int rows_kchunk1(const LatentShape& s) { return round_up(ceil_div(s.kr, s.ks1), 16); }
+__host__ __device__ constexpr int rows_kchunk3(const LatentShape& s) { return round_up(ceil_div(s.kh, s.ks3), 16); }
 
 struct LatentRowsTiling : LatentRowsShape {
   size_t off_a, off_xm, off_u, off_stage, smem_bytes;
@@ -167,8 +169,8 @@ __device__ __forceinline__ void zero_tiles(float (&z)[S][4]) {
   }
 }
 
-// kB, kH != 0: a kernel for that head only (B, H, and the 8-CTA cluster tiling's K-splits; the
-// launcher checks), whose sizes, strides and index divisions are compile-time constants: at
+// kB, kH != 0: a kernel for that head only (B, H, and the K-splits of the kLatentFixedCluster-CTA
+// cluster tiling; the launcher checks), whose sizes, strides and index divisions are compile-time constants: at
 // the canonical head 12-15 % faster than the generic kernel (H200, latent_rows_phases.cu,
 // same bits).
 template <typename T, int MT, int kB = 0, int kH = 0>
@@ -184,9 +186,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr bool kFixed = kB != 0;
   LatentRowsTiling t = args.t;
   if constexpr (kFixed) {
-    constexpr LatentShape c = latent_shape(kRowsR, kH, 2, 8);
-    static_cast<LatentRowsShape&>(t) = latent_rows_shape(
-        kRowsR, kH, kB, MT, rows_fixed_kchunk(kRowsR, c.ks1), rows_fixed_kchunk(kH, c.ks3));
+    constexpr LatentShape c = latent_shape(kRowsR, kH, 2, kLatentFixedCluster);
+    static_cast<LatentRowsShape&>(t) = latent_rows_shape(kRowsR, kH, kB, MT, rows_kchunk1(c), rows_kchunk3(c));
   }
   const int B = kFixed ? kB : p.B;
   const int H = kFixed ? kH : p.H;

@@ -1,0 +1,101 @@
+// What the benchmarks/*_phases.cu harnesses share: the error check, the input fills, and the
+// two times they print for a kernel (CUDA events: the median of single launches, and the
+// median per launch of a captured graph of 20 -- the per-launch time bench.py's protocol sees).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                           \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));  \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+__device__ __forceinline__ uint32_t harness_hash(int64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  return h;
+}
+
+// Uniform in [-0.05, 0.05): weights and activations.
+__global__ void fill_uniform(__nv_bfloat16* x, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    x[i] = __float2bfloat16(((harness_hash(i, seed) >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
+  }
+}
+
+// Normal with standard deviation 3 (Box-Muller): logits.
+__global__ void fill_normal(__nv_bfloat16* x, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = harness_hash(i, seed);
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    uint32_t g = h * 747796405u + 2891336453u;
+    g ^= g >> 13;
+    g *= 0x5bd1e995u;
+    g ^= g >> 15;
+    const float u1 = (h >> 8) * (1.0f / 16777216.0f) + 1e-7f, u2 = (g >> 8) * (1.0f / 16777216.0f);
+    x[i] = __float2bfloat16(3.0f * sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2));
+  }
+}
+
+// Token ids spread over [0, V).
+__global__ void fill_ids(int64_t* x, int64_t n, int64_t V) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    x[i] = (i * 7919 + 13) % V;
+}
+
+struct LaunchTimes {
+  float single_us;  // median of single launches (the first 5 dropped)
+  float graph_us;   // median per launch of a replayed graph of 20
+};
+
+// Times launch(stream), which enqueues one launch of the kernel on `stream`.
+template <typename F>
+LaunchTimes time_launches(cudaStream_t stream, F&& launch, int singles = 25) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto elapsed_ms = [&](auto&& enqueue) {
+    CK(cudaEventRecord(e0, stream));
+    enqueue();
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    return t;
+  };
+  std::vector<float> ms, gms;
+  for (int it = 0; it < singles; ++it) {
+    const float t = elapsed_ms([&] { launch(stream); });
+    if (it >= 5) ms.push_back(t);
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < 20; ++i) launch(stream);
+  CK(cudaStreamEndCapture(stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int it = 0; it < 15; ++it) {
+    const float t = elapsed_ms([&] { CK(cudaGraphLaunch(exec, stream)); });
+    if (it >= 3) gms.push_back(t / 20);
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  std::sort(gms.begin(), gms.end());
+  return LaunchTimes{ms[ms.size() / 2] * 1e3f, gms[gms.size() / 2] * 1e3f};
+}
