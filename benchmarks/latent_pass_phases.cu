@@ -21,11 +21,10 @@
 __device__ long long g_latent_probe[2048 * 4 * 16];
 #define XPRESS_LATENT_PROBE g_latent_probe
 #include "kernels/latent_pass.cuh"
-#include "harness.cuh"
+#include "latent_harness.cuh"
 
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
-
 
 static const char* kPhase[15] = {"issue wlat/mix", "issue emb/xh/w", "wait copies", "phase 1",
                                   "x sum", "peers up", "mixer+u gather", "wait wg/wu", "csync 1",
@@ -36,29 +35,9 @@ int main(int argc, char** argv) {
   const int N = argc > 1 ? std::atoi(argv[1]) : 1;
   const int bpg = argc > 2 ? std::atoi(argv[2]) : 1;
   const bool fixed = argc > 3 && std::strcmp(argv[3], "fixed") == 0;
-  const int B = 16, R = 256, H = 512;
-  const int64_t V = 151936;
-  T *xh, *w1, *wlat, *mix, *wg, *wu, *wd;
-  int64_t *blk, *am1;
+  const int B = kHeadB, R = kHeadR, H = kHeadH;
+  const k::LatentArgs<T> inputs = head_latent_args(N);
   const size_t out_elems = (size_t)N * (B - 1) * R;
-  CK(cudaMalloc(&xh, (size_t)N * B * R * 2));
-  CK(cudaMalloc(&w1, V * R * 2));
-  CK(cudaMalloc(&wlat, R * R * 2));
-  CK(cudaMalloc(&mix, B * B * R * 2));
-  CK(cudaMalloc(&wg, R * H * 2));
-  CK(cudaMalloc(&wu, R * H * 2));
-  CK(cudaMalloc(&wd, H * R * 2));
-  CK(cudaMalloc(&blk, N * B * 8));
-  CK(cudaMalloc(&am1, N * 8));
-  fill_uniform<<<512, 256>>>(xh, (int64_t)N * B * R, 1);
-  fill_uniform<<<1024, 256>>>(w1, V * R, 2);
-  fill_uniform<<<64, 256>>>(wlat, R * R, 3);
-  fill_uniform<<<64, 256>>>(mix, B * B * R, 4);
-  fill_uniform<<<64, 256>>>(wg, R * H, 5);
-  fill_uniform<<<64, 256>>>(wu, R * H, 6);
-  fill_uniform<<<64, 256>>>(wd, H * R, 7);
-  fill_ids<<<64, 256>>>(blk, N * B, V);
-  fill_ids<<<1, 256>>>(am1, N, V);
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<std::vector<uint16_t>> outs;
@@ -71,14 +50,8 @@ int main(int argc, char** argv) {
     T* out;
     CK(cudaMalloc(&out, out_elems * 2));
     CK(cudaMemset(out, 0xFF, out_elems * 2));
-    k::LatentArgs<T> a{};
-    a.blk = blk; a.blk_sn = B; a.blk_sb = 1; a.tok_am1 = am1; a.am1_s = 1;
-    a.xh = xh; a.xh_sn = B * R; a.xh_sb = R; a.lat_out = out; a.out_sn = (B - 1) * R; a.out_sb = R;
-    a.w1 = w1; a.w1_s = R; a.vocab = V; a.wlat = wlat; a.wlat_s = R;
-    a.mix = mix; a.mix_sk = B * R; a.mix_sj = R;
-    a.wg = wg; a.wg_s = H; a.wu = wu; a.wu_s = H; a.wd = wd; a.wd_s = R;
-    a.N = N; a.B = B; a.R = R; a.H = H; a.do_mlp = true;
-    a.vec_w1 = a.vec_weights = a.vec_mix = a.vec_xh = true;
+    k::LatentArgs<T> a = inputs;
+    a.lat_out = out;
     a.t = k::make_latent_tiling(R, H, B, 2, cluster, bpg);
     a.num_groups = (N + bpg - 1) / bpg;
     cudaLaunchAttribute attr[1];
