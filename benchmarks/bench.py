@@ -156,6 +156,21 @@ def topc_select_case(N, gen):
                 None, nsets, nbytes + rows * C * 10)
 
 
+def gather_rows_case(N, gen):
+    """The top-C path's once-per-step gather of the candidates' W2 rows ([rows, C] ids into
+    [rows, C, R]), against the head's former `w2[cand]` (torch's index kernel)."""
+    rows = N * (B - 1)
+    nbytes = 2 * rows * C * R * 2 + rows * C * 8
+    nsets = nsets_for(nbytes)
+    table = (torch.randn(V, R, device="cuda") * 0.05).to(DTYPE)
+    ids = [torch.randint(0, V, (rows, C), device="cuda") for _ in range(nsets)]
+    out = torch.empty(rows, C, R, dtype=DTYPE, device="cuda")
+    xpress_ext.gather_rows(table, ids[0], out)
+    if not torch.equal(out.view(torch.int16), table[ids[0]].view(torch.int16)):  # no timing of a wrong result
+        raise RuntimeError(f"gather_rows differs from table[ids] at N={N}")
+    return Case(lambda i: xpress_ext.gather_rows(table, ids[i], out), lambda i: table[ids[i]], None, nsets, nbytes)
+
+
 def sconv_case(kind, gen):
     b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
     args = [b[k] for k in selfcheck.SCONV_ARGS]
@@ -227,6 +242,7 @@ CASES = {
     "add_argmax": (add_argmax_case, NS),
     "topc_argmax": (topc_argmax_case, NS),
     "topc_select": (topc_select_case, NS),
+    "gather_rows": (gather_rows_case, NS),
     "sconv": (sconv_case, selfcheck.SCONV_KINDS),
     "seq_metadata": (seq_metadata_case, selfcheck.SCONV_KINDS),
     "draft_full": (lambda N, g: draft_case("full", N, g), NS),
@@ -327,7 +343,7 @@ def record(rows, gbs, command, out_dir):
         f.write("Every figure is a CUDA-graph replay (median µs per call; draft steps: per step of K=6 Jacobi\n"
                 "passes) except the \"eager\" column (this package's op launched from Python).  \"Triton\" is the\n"
                 "baseline written from the seeds (`benchmarks/baselines/`), \"torch\" is eager torch doing the\n"
-                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`); all measured in one\n"
+                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`); all measured in one\n"
                 "process, every baseline checked against the reference before it was timed.  \"limit\" = bytes the\n"
                 "op must move / the measured read bandwidth.\n\n")
         f.write("![speed-up of xpress_ext over the Triton baseline and eager torch, and the bandwidth limit](bench.png)\n\n")

@@ -301,6 +301,31 @@ void check_topc_ids(const at::Tensor& cand) {
                     "candidate ids are vocabulary ids");
 }
 
+GatherRowsDims check_gather_rows(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& out) {
+  constexpr const char* op = "gather_rows";
+  check_same_device(op, {{"table", &table}, {"ids", &ids}, {"out", &out}});
+  check_float_dtype(op, "table", table);
+  check_dtype(op, "ids", ids, at::kLong);
+  check_dtype(op, "out", out, table.scalar_type());
+  check_dim(op, "table", table, 2);
+  check_inner_stride(op, "table", table);
+  TORCH_CHECK_VALUE(ids.is_contiguous(), op, ": ids must be contiguous, got strides ", ids.strides(),
+                    " for shape ", ids.sizes());
+  GatherRowsDims d{ids.numel(), table.size(1), table.size(0)};
+  TORCH_CHECK_VALUE(out.dim() == ids.dim() + 1, op, ": out must be [*ids.shape, R] = ", ids.sizes(), " + [", d.R,
+                    "], got shape ", out.sizes());
+  for (int64_t i = 0; i < ids.dim(); ++i) check_size(op, "out", out, i, ids.size(i), "ids.shape");
+  check_size(op, "out", out, ids.dim(), d.R, "R = table.shape[1]");
+  TORCH_CHECK_VALUE(out.is_contiguous(), op, ": out must be contiguous, got strides ", out.strides());
+  TORCH_CHECK_VALUE(d.V > 0 || d.n == 0, op, ": table has no rows to gather from (shape ", table.sizes(), ")");
+  check_writable(op, {"out", &out}, {{"table", &table}, {"ids", &ids}});
+  return d;
+}
+
+void check_gather_ids(const GatherRowsDims& d, const at::Tensor& ids) {
+  check_index_range("gather_rows", "ids", ids, 0, d.V, "rows of table");
+}
+
 SconvDims check_sconv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cache,
                       const at::Tensor& positions, const at::Tensor& block_table,
                       const at::Tensor& seq_idx, const at::Tensor& slot_mapping,

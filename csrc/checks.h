@@ -78,6 +78,15 @@ struct TopcSelectDims {
 TopcSelectDims check_topc_select(const at::Tensor& logits, int64_t c, const at::Tensor& values,
                                  const at::Tensor& ids, const std::optional<at::Tensor>& blk);
 
+struct GatherRowsDims {
+  int64_t n, R, V;  // rows gathered (ids.numel()), row length, table rows
+};
+// table [V, R] (unit stride along R), ids int64 of any shape (contiguous), out [*ids.shape, R]
+// contiguous, table's dtype, overlapping neither.
+GatherRowsDims check_gather_rows(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& out);
+// ids index table's rows: in [0, V).
+void check_gather_ids(const GatherRowsDims& d, const at::Tensor& ids);
+
 struct SconvDims {
   int64_t T, C, H, W, D, block_size, num_blocks, num_reqs, max_blocks;
   bool silu;

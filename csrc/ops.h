@@ -21,6 +21,7 @@ void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                             const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                      const std::optional<at::Tensor>& blk);
+void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 
 at::Tensor sconv_cpu(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                      const at::Tensor& positions, const at::Tensor& block_table,
@@ -47,6 +48,7 @@ void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
                              const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                       const std::optional<at::Tensor>& blk);
+void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 at::Tensor sconv_cuda(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                       const at::Tensor& positions, const at::Tensor& block_table,
                       const at::Tensor& seq_idx, const at::Tensor& slot_mapping,

@@ -7,6 +7,9 @@ A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacob
     argmax   xpress_ext.add_argmax_to_blk      (one launch; full vocabulary)
              xpress_ext.topc_argmax_to_blk     (one launch; top-C candidates)
 
+Once per step the top-C path selects the candidates (xpress_ext.topc_select, which also writes
+the starting argmax) and gathers their W2 rows (xpress_ext.gather_rows, [rows, C, R]).
+
 Greedy and causal (slot b sees only tokens < b), so a settled prefix stays settled and
 K >= B-1 passes reach the sequential greedy decode.
 """
@@ -275,10 +278,12 @@ class XPressRefinerHead(nn.Module):
             base_c = torch.empty(N, B - 1, c, dtype=slots.dtype, device=slots.device)
             cand = torch.empty(N, B - 1, c, dtype=torch.long, device=slots.device)
             ops.topc_select(slots, c, base_c, cand, blk)
+            w2c = torch.empty(rows, c, r, dtype=self.w2.weight.dtype, device=slots.device)
+            ops.gather_rows(self.w2.weight, cand.view(rows, c), w2c)  # = w2.weight[cand]
             step.update(
                 base_c=base_c,
                 cand=cand,
-                w2c=self.w2.weight[cand.view(rows, c)],  # [rows, C, r]
+                w2c=w2c,  # [rows, C, r]
                 lat=torch.empty(N, B - 1, r, dtype=xh.dtype, device=xh.device),
             )
         else:

@@ -55,6 +55,13 @@ def topc_select(
     _ops.topc_select.default(logits, c, values, ids, blk)
 
 
+def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> None:
+    """``out[i..., :] = table[ids[i...], :]``: table [V, R] (unit stride along R), ids int64 of
+    any shape (contiguous), out [*ids.shape, R] contiguous.  Bitwise ``table[ids]``; the top-C
+    path's W2 rows of every candidate, gathered once per draft step."""
+    _ops.gather_rows.default(table, ids, out)
+
+
 def sconv(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -110,6 +117,11 @@ def _topc_argmax_fake(base_c, bias_c, cand, blk):
 
 @torch.library.register_fake("xpress_ext::topc_select")
 def _topc_select_fake(logits, c, values, ids, blk=None):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::gather_rows")
+def _gather_rows_fake(table, ids, out):
     return None
 
 

@@ -14,6 +14,8 @@ __all__ = [
     "latent_pass_lowp",
     "add_argmax_to_blk",
     "topc_argmax_to_blk",
+    "topc_select",
+    "gather_rows",
     "relative_error",
     "sconv",
     "sconv_into",
@@ -123,6 +125,11 @@ def topc_argmax_to_blk(
         best = (base_c + bias_c).argmax(dim=-1, keepdim=True)
         out[:, 1:] = cand.gather(-1, best).squeeze(-1)
     return out
+
+
+def gather_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``table[ids]``: [*ids.shape, R]."""
+    return table[ids]
 
 
 def topc_select(logits: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:

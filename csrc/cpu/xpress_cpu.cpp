@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -232,6 +233,21 @@ void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at
         }
       }
     });
+  });
+}
+
+void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out) {
+  const GatherRowsDims d = check_gather_rows(table, ids, out);
+  if (d.n == 0) return;
+  check_gather_ids(d, ids);
+  const size_t elem = table.element_size();
+  const size_t row_bytes = static_cast<size_t>(d.R) * elem;
+  const char* src = static_cast<const char*>(table.const_data_ptr());
+  char* dst = static_cast<char*>(out.mutable_data_ptr());
+  const int64_t* id = ids.const_data_ptr<int64_t>();
+  const int64_t stride_bytes = table.stride(0) * static_cast<int64_t>(elem);
+  at::parallel_for(0, d.n, 256, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) std::memcpy(dst + i * row_bytes, src + id[i] * stride_bytes, row_bytes);
   });
 }
 

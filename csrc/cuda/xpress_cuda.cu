@@ -22,6 +22,7 @@
 #include "../kernels/latent_rows.cuh"  // includes latent_pass.cuh
 #include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
 #include "../kernels/topc_select.cuh"
+#include "../kernels/gather_rows.cuh"
 #include "../ops.h"
 #include "launch.h"
 
@@ -543,6 +544,32 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
                 dim3(k::kSelThreads), smem, at::cuda::getCurrentCUDAStream(device).stream(), splits, a);
 }
 
+// ---------------------------------------------------------------------------------------------
+// gather_rows
+
+template <typename T>
+void launch_gather_rows(const GatherRowsDims& d, const at::Tensor& table, const at::Tensor& ids,
+                        at::Tensor& out) {
+  const int device = table.get_device();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  k::GatherRowsArgs<T> a{};
+  a.table = cptr<T>(table);
+  a.table_s = table.stride(0);
+  a.ids = ids.const_data_ptr<int64_t>();
+  a.out = mptr<T>(out);
+  a.n = d.n;
+  a.R = d.R;
+  a.V = d.V;
+  const bool vec = d.R % k::kVecElems<T> == 0 && rows_vectorizable(table, {a.table_s}) &&
+                   aligned16(out.const_data_ptr());
+  // Enough warps for every row group, at most 8 CTAs per SM (a grid-stride loop beyond).
+  constexpr int64_t kRowsPerCta = k::kGatherRows * (k::kGatherThreads / 32);
+  const int64_t ctas = std::min<int64_t>((d.n + kRowsPerCta - 1) / kRowsPerCta, 8LL * prop->multiProcessorCount);
+  launch_kernel(vec ? k::gather_rows_kernel<T, true> : k::gather_rows_kernel<T, false>,
+                dim3(static_cast<unsigned>(ctas)), dim3(k::kGatherThreads), 0,
+                at::cuda::getCurrentCUDAStream(device).stream(), 1, a);
+}
+
 }  // namespace
 
 void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
@@ -600,6 +627,15 @@ void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, a
   if (d.N * d.Bm1 == 0) return;
   XPRESS_DISPATCH_FLOAT(logits.scalar_type(), "topc_select", __nv_bfloat16, __half, float,
                         [&] { launch_topc_select<scalar_t>(d, logits, values, ids, blk); });
+}
+
+void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out) {
+  const GatherRowsDims d = check_gather_rows(table, ids, out);
+  const c10::cuda::OptionalCUDAGuard guard(table.device());
+  if (d.n == 0) return;
+  if (validate_enabled()) check_gather_ids(d, ids);
+  XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_rows", __nv_bfloat16, __half, float,
+                        [&] { launch_gather_rows<scalar_t>(d, table, ids, out); });
 }
 
 }  // namespace xpress
