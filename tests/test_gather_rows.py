@@ -3,7 +3,17 @@ tables, any ids shape), ids out of range, errors, opcheck, compile and graph rep
 
 import pytest
 import torch
-from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, bitwise_equal, gen, needs_cuda, raw_bits, validate_env
+from xpress_testing import (
+    DEVICES,
+    DTYPE_IDS,
+    DTYPES,
+    bitwise_equal,
+    cuda_kernels_run,
+    gen,
+    needs_cuda,
+    raw_bits,
+    validate_env,
+)
 
 import xpress_ext
 from xpress_ext import reference as ref
@@ -66,6 +76,26 @@ def test_no_ids(device):
     xpress_ext.gather_rows(table, torch.empty(0, 3, dtype=torch.long, device=device), out)
     xpress_ext.gather_rows(torch.empty(0, 8, device=device), torch.empty(0, dtype=torch.long, device=device),
                            torch.empty(0, 8, device=device))
+    with pytest.raises(ValueError, match="no rows to gather from"):  # ids into an empty table
+        xpress_ext.gather_rows(torch.empty(0, 8, device=device), torch.zeros(2, dtype=torch.long, device=device),
+                               torch.empty(2, 8, device=device))
+
+
+@needs_cuda
+def test_cuda_kernel_paths():
+    """Which kernel runs (parity alone would pass if the launcher never took the 16-byte path):
+    the vector kernel for 16-byte rows with aligned table and out, the element kernel for rows
+    of 7 elements and for a table that starts off a 16-byte boundary."""
+    ids = torch.randint(0, 100, (40,), generator=gen(5)).cuda()
+    aligned = table_of(100, 256, torch.bfloat16, "cuda", 6)
+    odd = table_of(100, 7, torch.bfloat16, "cuda", 7)
+    shifted = table_of(101, 256, torch.bfloat16, "cuda", 8).reshape(-1)[1:1 + 100 * 256].view(100, 256)
+    for table, vec in ((aligned, "true"), (odd, "false"), (shifted, "false")):
+        out, names = cuda_kernels_run(lambda: run(table, ids))
+        assert bitwise_equal(out, table[ids])
+        if names is not None:  # None under a sanitizer
+            ran = [n for n in names if "gather_rows_kernel" in n]
+            assert ran == [n for n in ran if f"gather_rows_kernel<__nv_bfloat16, {vec}>" in n] != [], (vec, names)
 
 
 def test_out_of_range_ids_cpu():
