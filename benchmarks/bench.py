@@ -171,6 +171,25 @@ def gather_rows_case(N, gen):
     return Case(lambda i: xpress_ext.gather_rows(table, ids[i], out), lambda i: table[ids[i]], None, nsets, nbytes)
 
 
+def gather_gemv_case(N, gen):
+    """One top-C pass's readout, W2's candidate rows read in place ([N, B-1, C] ids, [N, B-1, R]
+    lat), against what the head ran each pass before it: torch.bmm over the rows gathered once
+    per step (the gather itself not counted)."""
+    rows = N * (B - 1)
+    nbytes = rows * C * (R * 2 + 8 + 2) + rows * R * 2
+    nsets = nsets_for(nbytes)
+    table = (torch.randn(V, R, device="cuda") * 0.05).to(DTYPE)
+    sets = [(torch.randint(0, V, (N, B - 1, C), device="cuda"), torch.randn(N, B - 1, R, device="cuda").to(DTYPE))
+            for _ in range(nsets)]
+    w2c = [table[ids].view(rows, C, R) for ids, _ in sets]
+    out = torch.empty(N, B - 1, C, dtype=DTYPE, device="cuda")
+    xpress_ext.gather_gemv(table, *sets[0], out)
+    if N <= 16 and not torch.equal(out.view(torch.int16), ref.gather_gemv(table, *sets[0]).view(torch.int16)):
+        raise RuntimeError(f"gather_gemv differs from the reference at N={N}")  # (slow reference: small N)
+    return Case(lambda i: xpress_ext.gather_gemv(table, *sets[i], out),
+                lambda i: torch.bmm(w2c[i], sets[i][1].view(rows, R, 1)), None, nsets, nbytes)
+
+
 def sconv_case(kind, gen):
     b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
     args = [b[k] for k in selfcheck.SCONV_ARGS]
@@ -243,6 +262,7 @@ CASES = {
     "topc_argmax": (topc_argmax_case, NS),
     "topc_select": (topc_select_case, NS),
     "gather_rows": (gather_rows_case, NS),
+    "gather_gemv": (gather_gemv_case, NS),
     "sconv": (sconv_case, selfcheck.SCONV_KINDS),
     "seq_metadata": (seq_metadata_case, selfcheck.SCONV_KINDS),
     "draft_full": (lambda N, g: draft_case("full", N, g), NS),
@@ -343,7 +363,7 @@ def record(rows, gbs, command, out_dir):
         f.write("Every figure is a CUDA-graph replay (median µs per call; draft steps: per step of K=6 Jacobi\n"
                 "passes) except the \"eager\" column (this package's op launched from Python).  \"Triton\" is the\n"
                 "baseline written from the seeds (`benchmarks/baselines/`), \"torch\" is eager torch doing the\n"
-                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`); all measured in one\n"
+                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand); all measured in one\n"
                 "process, every baseline checked against the reference before it was timed.  \"limit\" = bytes the\n"
                 "op must move / the measured read bandwidth.\n\n")
         f.write("![speed-up of xpress_ext over the Triton baseline and eager torch, and the bandwidth limit](bench.png)\n\n")

@@ -326,6 +326,47 @@ void check_gather_ids(const GatherRowsDims& d, const at::Tensor& ids) {
   check_index_range("gather_rows", "ids", ids, 0, d.V, "rows of table");
 }
 
+GatherGemvDims check_gather_gemv(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x,
+                                 const at::Tensor& out) {
+  constexpr const char* op = "gather_gemv";
+  check_same_device(op, {{"table", &table}, {"ids", &ids}, {"x", &x}, {"out", &out}});
+  check_float_dtype(op, "table", table);
+  check_dtype(op, "ids", ids, at::kLong);
+  check_dtype(op, "x", x, table.scalar_type());
+  check_dtype(op, "out", out, table.scalar_type());
+  check_dim(op, "table", table, 2);
+  check_inner_stride(op, "table", table);
+  TORCH_CHECK_VALUE(ids.dim() == 2 || ids.dim() == 3, op, ": ids must be [S, M] or [S1, S2, M], got shape ",
+                    ids.sizes());
+  const int64_t lead = ids.dim() - 1;
+  check_dim(op, "x", x, ids.dim());
+  check_dim(op, "out", out, ids.dim());
+  GatherGemvDims d{};
+  d.S1 = lead == 2 ? ids.size(0) : 1;
+  d.S2 = ids.size(lead - 1);
+  d.M = ids.size(lead);
+  d.K = table.size(1);
+  d.V = table.size(0);
+  for (int64_t i = 0; i < lead; ++i) {
+    check_size(op, "x", x, i, ids.size(i), "ids.shape");
+    check_size(op, "out", out, i, ids.size(i), "ids.shape");
+  }
+  check_size(op, "x", x, lead, d.K, "K = table.shape[1]");
+  check_size(op, "out", out, lead, d.M, "M = ids.shape[-1]");
+  check_inner_stride(op, "x", x);
+  TORCH_CHECK_VALUE(d.V > 0 || ids.numel() == 0, op, ": table has no rows to read (shape ", table.sizes(), ")");
+  check_writable(op, {"out", &out}, {{"table", &table}, {"ids", &ids}, {"x", &x}});
+  return d;
+}
+
+int64_t gather_gemv_stride(const at::Tensor& t, int i) {
+  return t.dim() == 3 ? t.stride(i) : (i == 0 ? 0 : t.stride(i - 1));
+}
+
+void check_gather_gemv_ids(const GatherGemvDims& d, const at::Tensor& ids) {
+  check_index_range("gather_gemv", "ids", ids, 0, d.V, "rows of table");
+}
+
 SconvDims check_sconv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cache,
                       const at::Tensor& positions, const at::Tensor& block_table,
                       const at::Tensor& seq_idx, const at::Tensor& slot_mapping,

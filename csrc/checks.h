@@ -87,6 +87,19 @@ GatherRowsDims check_gather_rows(const at::Tensor& table, const at::Tensor& ids,
 // ids index table's rows: in [0, V).
 void check_gather_ids(const GatherRowsDims& d, const at::Tensor& ids);
 
+struct GatherGemvDims {
+  int64_t S1, S2, M, K, V;  // rows [S1, S2], candidates per row, dot length, table rows
+};
+// table [V, K] (unit stride along K); ids int64 [S, M] or [S1, S2, M]; x [.., K] and out
+// [.., M] (table's dtype) with ids' leading sizes; x unit stride along K; out overlapping no
+// input.  2-D operands are seen as S1 = 1.
+GatherGemvDims check_gather_gemv(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x,
+                                 const at::Tensor& out);
+// Stride i (0: s1, 1: s2, 2: last) of a gather_gemv operand, a 2-D one seen as [1, S, ..].
+int64_t gather_gemv_stride(const at::Tensor& t, int i);
+// ids index table's rows: in [0, V).
+void check_gather_gemv_ids(const GatherGemvDims& d, const at::Tensor& ids);
+
 struct SconvDims {
   int64_t T, C, H, W, D, block_size, num_blocks, num_reqs, max_blocks;
   bool silu;

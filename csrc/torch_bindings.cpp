@@ -16,6 +16,7 @@ TORCH_LIBRARY(xpress_ext, m) {
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
       "Tensor(c!)? blk=None) -> ()");
   m.def("gather_rows(Tensor table, Tensor ids, Tensor(a!) out) -> ()");
+  m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out) -> ()");
   m.def(
       "sconv(Tensor x, Tensor weight, Tensor(a!) cache, Tensor positions, Tensor block_table, "
       "Tensor seq_idx, Tensor slot_mapping, Tensor query_start, int off_s, int ws, "
@@ -36,6 +37,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
   m.impl("topc_select", &xpress::topc_select_cpu);
   m.impl("gather_rows", &xpress::gather_rows_cpu);
+  m.impl("gather_gemv", &xpress::gather_gemv_cpu);
   m.impl("sconv", &xpress::sconv_cpu);
   m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cpu);
 }
@@ -47,6 +49,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);
   m.impl("topc_select", &xpress::topc_select_cuda);
   m.impl("gather_rows", &xpress::gather_rows_cuda);
+  m.impl("gather_gemv", &xpress::gather_gemv_cuda);
   m.impl("sconv", &xpress::sconv_cuda);
   m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cuda);
 }

@@ -8,7 +8,7 @@ import types
 
 import pytest
 import torch
-from xpress_testing import DEVICES, SANITIZE, gen, needs_cuda
+from xpress_testing import DEVICES, SANITIZE, cuda_kernels_run, gen, needs_cuda
 
 import xpress_ext
 from xpress_ext import draft, kernels
@@ -121,6 +121,22 @@ def test_topc_never_leaves_the_candidates(device):
         head.jacobi_pass(step)
         drafts = step["blk"][:, 1:]
         assert (step["cand"] == drafts[..., None]).any(-1).all()
+
+
+@needs_cuda
+@torch.no_grad()
+def test_topc_pass_runs_only_this_package_kernels():
+    """A top-C pass is latent_pass, gather_gemv (W2's candidate rows read in place) and
+    topc_argmax_to_blk: no cuBLAS GEMM and no gathered copy of the rows."""
+    head = make_head("cuda", torch.bfloat16, topc=64)
+    step = head.prepare_step(*step_inputs(head, 4, "cuda", seed=9))
+    assert "w2c" not in step
+    head.jacobi_pass(step)  # warm-up outside the profiler
+    _, names = cuda_kernels_run(lambda: [head.jacobi_pass(step) for _ in range(2)])
+    if names is not None:  # None under a sanitizer
+        kernels = {n for n in names if not n.startswith(("cuda", "Activity"))}  # (API calls and profiler events)
+        assert all("xpress::kernels::" in n for n in kernels), kernels
+        assert any("gather_gemv_kernel" in n for n in kernels) and any("topc_argmax" in n for n in kernels), kernels
 
 
 @pytest.mark.parametrize("device", DEVICES)

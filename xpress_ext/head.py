@@ -3,12 +3,14 @@
 A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacobi passes:
 
     latent   xpress_ext.latent_pass            (one launch)
-    readout  bias = lat @ W2                   (cuBLAS; [rows, V], or [rows, C] on top-C)
+    readout  bias = lat @ W2                   (full vocabulary: cuBLAS, [rows, V])
+             xpress_ext.gather_gemv            (top-C: one launch, [rows, C], W2's candidate
+                                                rows read in place)
     argmax   xpress_ext.add_argmax_to_blk      (one launch; full vocabulary)
              xpress_ext.topc_argmax_to_blk     (one launch; top-C candidates)
 
 Once per step the top-C path selects the candidates (xpress_ext.topc_select, which also writes
-the starting argmax) and gathers their W2 rows (xpress_ext.gather_rows, [rows, C, R]).
+the starting argmax).
 
 Greedy and causal (slot b sees only tokens < b), so a settled prefix stays settled and
 K >= B-1 passes reach the sequential greedy decode.
@@ -243,8 +245,8 @@ class XPressRefinerHead(nn.Module):
         tok_am1_ids: torch.Tensor,
     ) -> dict:
         """The pass-invariant part of a draft step: the block buffer (anchor + starting argmax),
-        the projected hidden cache and, on the top-C path, the candidates, their base logits and
-        their W2 rows.  ``jacobi_pass`` then refines ``step["blk"]`` in place."""
+        the projected hidden cache and, on the top-C path, the candidates and their base logits.
+        ``jacobi_pass`` then refines ``step["blk"]`` in place."""
         N, B, V = base_logits_full.shape
         if B != self.block_size or V != self.vocab_size:
             raise ValueError(
@@ -271,19 +273,18 @@ class XPressRefinerHead(nn.Module):
         step = dict(blk=blk, tok_am1=tok_am1_ids, xh=xh, slots=slots, N=N, rows=rows)
         if self.topc:
             # Candidates and their base logits once per step (one topc_select launch, which
-            # also writes the starting argmax into blk); each pass then reads [rows, C, r] of W2
-            # instead of all of it.  Candidates come in ascending id order, so a tie between
-            # two candidates' scores goes to the lower vocab id, as on the full path.
+            # also writes the starting argmax into blk); each pass then reads the candidates' C
+            # rows of W2 in place instead of all of it.  Candidates come in ascending id order,
+            # so a tie between two candidates' scores goes to the lower vocab id, as on the full
+            # path.
             c = min(self.topc, V)
             base_c = torch.empty(N, B - 1, c, dtype=slots.dtype, device=slots.device)
             cand = torch.empty(N, B - 1, c, dtype=torch.long, device=slots.device)
             ops.topc_select(slots, c, base_c, cand, blk)
-            w2c = torch.empty(rows, c, r, dtype=self.w2.weight.dtype, device=slots.device)
-            ops.gather_rows(self.w2.weight, cand.view(rows, c), w2c)  # = w2.weight[cand]
             step.update(
                 base_c=base_c,
                 cand=cand,
-                w2c=w2c,  # [rows, C, r]
+                bias_c=torch.empty(N, B - 1, c, dtype=self.w2.weight.dtype, device=slots.device),
                 lat=torch.empty(N, B - 1, r, dtype=xh.dtype, device=xh.device),
             )
         else:
@@ -293,17 +294,17 @@ class XPressRefinerHead(nn.Module):
         return step
 
     def jacobi_pass(self, step: dict) -> None:
-        """One greedy Jacobi pass on the custom ops: latent, readout GEMM, fused argmax into
-        step["blk"] (three launches, the [rows, V] sum never materialised)."""
+        """One greedy Jacobi pass on the custom ops: latent, readout, fused argmax into
+        step["blk"] (three launches; the [rows, V] sum never materialised, and on the top-C path
+        no [rows, C, r] copy of W2's candidate rows either)."""
         buf = self._fused_buf
-        N, rows, r = step["N"], step["rows"], self.rank
+        rows, r = step["rows"], self.rank
         blk, lat = step["blk"], step["lat"]
         ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
                         buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"])
         if "cand" in step:
-            c = step["cand"].shape[-1]
-            bias_c = torch.bmm(step["w2c"], lat.view(rows, r, 1)).view(N, -1, c)
-            ops.topc_argmax_to_blk(step["base_c"], bias_c, step["cand"], blk)
+            ops.gather_gemv(self.w2.weight, step["cand"], lat, step["bias_c"])
+            ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk)
         else:
             torch.mm(lat.view(rows, r), self.w2.weight.t(), out=step["bias"])
             ops.add_argmax_to_blk(step["slots"], step["bias"], blk)

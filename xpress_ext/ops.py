@@ -62,6 +62,14 @@ def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> No
     _ops.gather_rows.default(table, ids, out)
 
 
+def gather_gemv(table: torch.Tensor, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> None:
+    """``out[s..., m] = dtype(table[ids[s..., m]] . x[s...])``: table [V, K] (unit stride along
+    K), ids int64 [S, M] or [S1, S2, M], x [.., K] (unit stride along K) and out [.., M] with
+    ids' leading sizes.  The top-C path's readout, W2's candidate rows read in place.  The fp32
+    dot product runs in a fixed order (README), so CPU and CUDA give the same bits."""
+    _ops.gather_gemv.default(table, ids, x, out)
+
+
 def sconv(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -122,6 +130,11 @@ def _topc_select_fake(logits, c, values, ids, blk=None):
 
 @torch.library.register_fake("xpress_ext::gather_rows")
 def _gather_rows_fake(table, ids, out):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::gather_gemv")
+def _gather_gemv_fake(table, ids, x, out):
     return None
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "topc_argmax_to_blk",
     "topc_select",
     "gather_rows",
+    "gather_gemv",
     "relative_error",
     "sconv",
     "sconv_into",
@@ -130,6 +131,26 @@ def topc_argmax_to_blk(
 def gather_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """``table[ids]``: [*ids.shape, R]."""
     return table[ids]
+
+
+def gather_gemv(table: torch.Tensor, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``dtype(table[ids] . x)`` ([*ids.shape]) in the op's fixed order: lane l of 32 sums
+    (fma, increasing k) the elements k with (k // kV) % 32 == l (kV = 16 bytes of the dtype),
+    then the lanes are combined by the xor butterfly 16, 8, 4, 2, 1, in fp32 throughout."""
+    kv = 16 // x.element_size()
+    w = table[ids].float()  # [*ids.shape, K]
+    xf = x.float().unsqueeze(-2)  # [..., 1, K]
+    lanes = torch.zeros(*w.shape[:-1], 32, dtype=torch.float32, device=w.device)
+    # fma emulated in float64: the product is exact (a float64 holds any product of two
+    # float32), and the float64 sum is rounded once to float32 -- a double rounding that can
+    # differ from fma's single one in the last bit (~2^-29 likely a step), which the tests'
+    # data do not hit: they compare with the op bitwise.
+    for k in range(w.shape[-1]):
+        lane = (k // kv) % 32
+        lanes[..., lane] = (lanes[..., lane].double() + w[..., k].double() * xf[..., k].double()).float()
+    for off in (16, 8, 4, 2, 1):
+        lanes = lanes + lanes[..., torch.arange(32, device=w.device) ^ off]
+    return lanes[..., 0].to(x.dtype)
 
 
 def topc_select(logits: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:

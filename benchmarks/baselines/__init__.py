@@ -223,7 +223,10 @@ def make_triton_head(head):
             N, rows, V = step["N"], step["rows"], self.vocab_size
             bp = max(16, triton.next_power_of_2(self.block_size))
             step["u_scratch"] = torch.empty(N, bp, self.rank, dtype=torch.float32, device=base_logits_full.device)
-            if "cand" not in step:  # the seed copies base into a dense buffer every step
+            if "cand" in step:  # the seed gathers the candidates' W2 rows once per step
+                c = step["cand"].shape[-1]
+                step["w2c"] = self.w2.weight[step["cand"].view(rows, c)]  # [rows, C, r]
+            else:  # the seed copies base into a dense buffer every step
                 step["base_dense"] = step["slots"].reshape(rows, V).clone()
                 chunks = triton.cdiv(V, 4096)
                 step["ov"] = torch.empty(rows, chunks, dtype=torch.float32, device=base_logits_full.device)

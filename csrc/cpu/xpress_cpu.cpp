@@ -251,4 +251,42 @@ void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor&
   });
 }
 
+void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out) {
+  const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
+  if (ids.numel() == 0) return;
+  check_gather_gemv_ids(d, ids);
+  const auto st = gather_gemv_stride;
+  const int64_t* id = ids.const_data_ptr<int64_t>();
+  XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_gemv", c10::BFloat16, c10::Half, float, [&] {
+    // The CUDA kernel's order (gather_gemv.cuh): lane l of 32 owns the elements k with
+    // (k / kV) % 32 == l, summed in increasing k with fma; then the xor butterfly.
+    constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(scalar_t));
+    const scalar_t* w = table.const_data_ptr<scalar_t>();
+    const scalar_t* xs = x.const_data_ptr<scalar_t>();
+    scalar_t* o = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, d.S1 * d.S2, 1, [&](int64_t r0, int64_t r1) {
+      std::vector<float> xf(d.K);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t s1 = r / d.S2, s2 = r % d.S2;
+        const scalar_t* xrow = xs + s1 * st(x, 0) + s2 * st(x, 1);
+        for (int64_t k = 0; k < d.K; ++k) xf[k] = static_cast<float>(xrow[k]);
+        for (int64_t m = 0; m < d.M; ++m) {
+          const scalar_t* wrow = w + id[s1 * st(ids, 0) + s2 * st(ids, 1) + m * st(ids, 2)] * table.stride(0);
+          float part[32] = {};
+          for (int64_t k = 0; k < d.K; ++k) {
+            float& p = part[(k / kV) % 32];
+            p = std::fma(static_cast<float>(wrow[k]), xf[k], p);
+          }
+          for (int off = 16; off > 0; off >>= 1) {
+            float next[32];
+            for (int l = 0; l < 32; ++l) next[l] = part[l] + part[l ^ off];
+            std::copy(next, next + 32, part);
+          }
+          o[s1 * st(out, 0) + s2 * st(out, 1) + m * st(out, 2)] = static_cast<scalar_t>(part[0]);
+        }
+      }
+    });
+  });
+}
+
 }  // namespace xpress

@@ -23,6 +23,7 @@
 #include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
 #include "../kernels/topc_select.cuh"
 #include "../kernels/gather_rows.cuh"
+#include "../kernels/gather_gemv.cuh"
 #include "../ops.h"
 #include "launch.h"
 
@@ -570,6 +571,46 @@ void launch_gather_rows(const GatherRowsDims& d, const at::Tensor& table, const 
                 at::cuda::getCurrentCUDAStream(device).stream(), 1, a);
 }
 
+// ---------------------------------------------------------------------------------------------
+// gather_gemv
+
+template <typename T>
+void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids,
+                        const at::Tensor& x, at::Tensor& out) {
+  const int device = table.get_device();
+  const auto st = gather_gemv_stride;
+  k::GatherGemvArgs<T> a{};
+  a.table = cptr<T>(table);
+  a.table_s = table.stride(0);
+  a.V = d.V;
+  a.ids = ids.const_data_ptr<int64_t>();
+  a.ids_s1 = st(ids, 0);
+  a.ids_s2 = st(ids, 1);
+  a.ids_sm = st(ids, 2);
+  a.x = cptr<T>(x);
+  a.x_s1 = st(x, 0);
+  a.x_s2 = st(x, 1);
+  a.out = mptr<T>(out);
+  a.out_s1 = st(out, 0);
+  a.out_s2 = st(out, 1);
+  a.out_sm = st(out, 2);
+  a.M = d.M;
+  a.K = d.K;
+  const int64_t tiles_per_s = (d.M + k::kGemvRows - 1) / k::kGemvRows;
+  const int64_t tiles = d.S1 * d.S2 * tiles_per_s;
+  TORCH_CHECK_VALUE(tiles <= std::numeric_limits<int32_t>::max(), "gather_gemv: ", d.S1 * d.S2 * d.M,
+                    " dot products (ids.numel()) exceed one launch's ", int64_t{k::kGemvRows}, " * 2^31");
+  a.S2 = static_cast<uint32_t>(d.S2);
+  a.tiles_per_s = static_cast<uint32_t>(tiles_per_s);
+  a.tiles = static_cast<uint32_t>(tiles);
+  const bool vec = d.K % k::kVecElems<T> == 0 && rows_vectorizable(table, {a.table_s}) &&
+                   rows_vectorizable(x, {a.x_s1, a.x_s2});
+  const int64_t ctas = (tiles + k::kGemvWarps - 1) / k::kGemvWarps;
+  launch_kernel(vec ? k::gather_gemv_kernel<T, true> : k::gather_gemv_kernel<T, false>,
+                dim3(static_cast<unsigned>(ctas)), dim3(k::kGemvThreads), 0,
+                at::cuda::getCurrentCUDAStream(device).stream(), 1, a);
+}
+
 }  // namespace
 
 void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
@@ -636,6 +677,15 @@ void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor
   if (validate_enabled()) check_gather_ids(d, ids);
   XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_rows", __nv_bfloat16, __half, float,
                         [&] { launch_gather_rows<scalar_t>(d, table, ids, out); });
+}
+
+void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out) {
+  const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
+  const c10::cuda::OptionalCUDAGuard guard(table.device());
+  if (ids.numel() == 0) return;
+  if (validate_enabled()) check_gather_gemv_ids(d, ids);
+  XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_gemv", __nv_bfloat16, __half, float,
+                        [&] { launch_gather_gemv<scalar_t>(d, table, ids, x, out); });
 }
 
 }  // namespace xpress
