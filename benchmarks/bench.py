@@ -157,8 +157,8 @@ def topc_select_case(N, gen):
 
 
 def gather_rows_case(N, gen):
-    """The top-C path's once-per-step gather of the candidates' W2 rows ([rows, C] ids into
-    [rows, C, R]), against the head's former `w2[cand]` (torch's index kernel)."""
+    """A gather of W2 rows at the top-C shape ([rows, C] ids into [rows, C, R]; what the head ran
+    once per step before gather_gemv), against `w2[cand]` (torch's index kernel)."""
     rows = N * (B - 1)
     nbytes = 2 * rows * C * R * 2 + rows * C * 8
     nsets = nsets_for(nbytes)

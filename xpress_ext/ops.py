@@ -57,8 +57,9 @@ def topc_select(
 
 def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> None:
     """``out[i..., :] = table[ids[i...], :]``: table [V, R] (unit stride along R), ids int64 of
-    any shape (contiguous), out [*ids.shape, R] contiguous.  Bitwise ``table[ids]``; the top-C
-    path's W2 rows of every candidate, gathered once per draft step."""
+    any shape (contiguous), out [*ids.shape, R] contiguous.  Bitwise ``table[ids]`` at the
+    streaming rate for random rows.  (The head no longer copies its candidates' W2 rows:
+    ``gather_gemv`` reads them in place.)"""
     _ops.gather_rows.default(table, ids, out)
 
 
