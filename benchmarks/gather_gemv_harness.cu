@@ -7,7 +7,8 @@
 // Ids are random over V (repeats, which L2 serves, as the head's candidates repeat across
 // rows); with the argument "distinct", the table has max(V, sets * rows * C) rows and every id
 // of every set is distinct (i * 7919 + 13 mod table rows): every byte comes from DRAM (cold).
-// Build with -DXPRESS_GEMV_ROWS=G to time G rows in flight per warp (default 4):
+// Build with -DXPRESS_GEMV_ROWS=G to time G rows in flight per warp (default 8), and with
+// -DXPRESS_GEMV_MIN_CTAS=M for a launch-bounds minimum of M CTAs per SM (default 4):
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -I benchmarks \
 //        -gencode=arch=compute_90,code=sm_90 benchmarks/gather_gemv_harness.cu -lcublas -o /tmp/gg
 #include <cublas_v2.h>

@@ -4,7 +4,8 @@
 // values are exact, and the mean / max cycles of each phase over the CTAs.
 //
 //   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/topc_select_phases.cu -o /tmp/phases && /tmp/phases ROWS C [SPLITS]
+//        benchmarks/topc_select_phases.cu -o /tmp/phases && \
+//        /tmp/phases ROWS C [SPLITS [GRID_Y]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   const int64_t rows = argc > 1 ? std::atoll(argv[1]) : 15;
   const int64_t c = argc > 2 ? std::atoll(argv[2]) : 512;
   const int splits = argc > 3 ? std::atoi(argv[3]) : 2;
+  const int64_t grid_y = argc > 4 ? std::atoll(argv[4]) : std::min<int64_t>(rows, 65535);
   const int64_t V = 151936;
   using T = __nv_bfloat16;
   T *x, *vals;
@@ -56,7 +58,7 @@ int main(int argc, char** argv) {
   attr[0].val.clusterDim.x = splits;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(splits, (unsigned)std::min<int64_t>(rows, 65535));
+  cfg.gridDim = dim3(splits, (unsigned)grid_y);
   cfg.blockDim = dim3(k::kSelThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
@@ -65,35 +67,37 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cfg.stream = st;
   const LaunchTimes tm = time_launches(st, [&](cudaStream_t) { CK(cudaLaunchKernelEx(&cfg, kernel, a)); });
-  // Exactness on the first rows against a stable descending sort of the keys.
+  // Exactness on the first two and last two rows against a stable descending sort of the keys.
   int bad = 0;
   {
-    const int64_t check_rows = std::min<int64_t>(rows, 4);
-    std::vector<__nv_bfloat16> hx(check_rows * V), hv(check_rows * c);
-    std::vector<int64_t> hi(check_rows * c);
-    CK(cudaMemcpy(hx.data(), x, hx.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hv.data(), vals, hv.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hi.data(), ids, hi.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
-    for (int64_t r = 0; r < check_rows; ++r) {
+    std::vector<int64_t> check = {0, 1, rows - 2, rows - 1};
+    std::vector<__nv_bfloat16> hx(V), hv(c);
+    std::vector<int64_t> hi(c);
+    for (int64_t r : check) {
+      if (r < 0) continue;
+      CK(cudaMemcpy(hx.data(), x + r * V, V * sizeof(T), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hv.data(), vals + r * c, c * sizeof(T), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hi.data(), ids + r * c, c * sizeof(int64_t), cudaMemcpyDeviceToHost));
       std::vector<std::pair<uint32_t, int64_t>> kv(V);
-      for (int64_t j = 0; j < V; ++j) kv[j] = {xpress::argmax_key(__bfloat162float(hx[r * V + j])), j};
+      for (int64_t j = 0; j < V; ++j) kv[j] = {xpress::argmax_key(__bfloat162float(hx[j])), j};
       std::stable_sort(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first > b.first; });
       std::vector<int64_t> want(c);
       for (int64_t i = 0; i < c; ++i) want[i] = kv[i].second;
       std::sort(want.begin(), want.end());
       for (int64_t i = 0; i < c; ++i) {
         uint16_t got_bits, want_bits;
-        std::memcpy(&got_bits, &hv[r * c + i], 2);
-        std::memcpy(&want_bits, &hx[r * V + want[i]], 2);
-        if (hi[r * c + i] != want[i] || got_bits != want_bits) ++bad;
+        std::memcpy(&got_bits, &hv[i], 2);
+        std::memcpy(&want_bits, &hx[want[i]], 2);
+        if (hi[i] != want[i] || got_bits != want_bits) ++bad;
       }
     }
   }
-  const int ctas = splits * (int)std::min<int64_t>(rows, 65535);
+  const int ctas = splits * (int)grid_y;
   std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
   CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
-  std::printf("rows=%lld c=%lld splits=%d: %.1f us (median), graph %.2f us, %d wrong ids/values  phase cycles mean/max:",
-              (long long)rows, (long long)c, splits, tm.single_us, tm.graph_us, bad);
+  std::printf("rows=%lld c=%lld splits=%d grid_y=%lld: %.1f us (median), graph %.2f us, %d wrong ids/values  phase cycles mean/max:",
+              (long long)rows, (long long)c, splits, (long long)grid_y,
+              tm.single_us, tm.graph_us, bad);
   const char* names[7] = {"P1stream", "tau", "count", "compact", "radix2", "scan", "emit"};
   for (int ph = 0; ph < 7; ++ph) {
     double sum = 0;

@@ -143,6 +143,38 @@ def test_strided_views(device, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_sub_chunk_listing_limits(device, dtype):
+    """Rows aimed at the CUDA kernel's participant step (8-element sub-chunks listed by the top
+    16 bits of their max key, re-read, then compacted):
+    - 2,400 ids share the top value in 300 sub-chunks: few sub-chunks listed, more participants
+      than a CTA keeps (2,048), so the kernel falls back;
+    - every value within one 16-bit key prefix (distinct values for fp32): whole chunks listed
+      by the kept bits, more than a CTA lists, with few participants;
+    - a row-padded view with 16-byte aligned rows whose length leaves a tail that no 16-byte
+      vector covers (for fp32 in the same sub-chunk as the last vector), holding the top values."""
+    V, c = V_FULL, 512
+    g = gen(31)
+    rows = torch.randn(3, V, generator=g) * 3
+    s0 = V // 3 // 8 * 8
+    rows[0, s0 : s0 + 2400] = 50.0
+    rows[1] = 1.0 + torch.rand(V, generator=g) * (2.0**-8)  # key bits above 16: one prefix
+    logits = rows.to(dtype).to(device)
+    for cc in (c, 7):
+        values, ids = run(logits, cc)
+        assert_selected(logits, cc, values, ids)
+    Vt = 100_006  # fp32: 25,001 whole vectors and a 2-element tail; 16-bit: 12,500 and 6
+    padded = random_logits((4, Vt + 2), dtype, device, 32)[:, :Vt]
+    padded[:, Vt - 2 :] = 1.0e4
+    padded[1, Vt - 3] = 1.0e4
+    blk = blk_with_sentinel(4, 2, device)
+    for cc in (2, 3, 7, 512):
+        values, ids = run(padded, cc, blk=blk)
+        assert_selected(padded, cc, values, ids)
+        assert torch.equal(blk[:, 1].cpu(), rule_argmax(padded))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_no_rows(device):
     logits = torch.randn(0, 3, 50, device=device)
     values = torch.empty(0, 3, 5, device=device)

@@ -21,13 +21,15 @@ namespace kernels {
 constexpr int kGemvThreads = 256;
 constexpr int kGemvWarps = kGemvThreads / 32;
 // Both macros are for benchmarks/gather_gemv_harness.cu (-D...): 2 / 4 / 8 / 16 rows in flight
-// and a launch-bounds minimum of CTAs per SM were measured there; 8 and 1 are kept (RESULTS.md).
+// and a launch-bounds minimum of 1 / 4 / 5 CTAs per SM were measured there (RESULTS.md).  8 rows
+// and 4 CTAs are kept: 4 caps the kernel at 64 registers without spilling (80 at 1), and more
+// CTAs per SM keep more rows in flight; 5 spills.
 #ifndef XPRESS_GEMV_ROWS
 #define XPRESS_GEMV_ROWS 8
 #endif
 constexpr int kGemvRows = XPRESS_GEMV_ROWS;  // rows a warp has in flight
 #ifndef XPRESS_GEMV_MIN_CTAS
-#define XPRESS_GEMV_MIN_CTAS 1
+#define XPRESS_GEMV_MIN_CTAS 4
 #endif
 
 template <typename T>

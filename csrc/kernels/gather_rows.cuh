@@ -1,9 +1,9 @@
-// gather_rows: out[i, :] = table[ids[i], :] -- the top-C path's W2 rows of every candidate
-// ([rows * C, R]), gathered once per draft step.  A warp copies kGatherRows rows at a time, all
-// their loads in flight before any store (16-byte vectors when the rows allow it).  Random
-// 512-byte rows (R = 256, 16-bit) read this way run at the H200's streaming bandwidth
-// (benchmarks/RESULTS.md); torch's index kernel takes ~2.5x that.  Ids are clamped for
-// addressing (README: ids are data); the host checks them when asked.
+// gather_rows: out[i, :] = table[ids[i], :] -- e.g. W2's rows of every top-C candidate
+// ([rows * C, R]; the head's readout now reads them in place with gather_gemv).  A warp copies
+// kGatherRows rows at a time, all their loads in flight before any store (16-byte vectors when
+// the rows allow it).  Random 512-byte rows (R = 256, 16-bit) read this way run at the H200's
+// streaming bandwidth (benchmarks/RESULTS.md); torch's index kernel takes ~2.5x that.  Ids are
+// clamped for addressing (README: ids are data); the host checks them when asked.
 #pragma once
 
 #include <type_traits>

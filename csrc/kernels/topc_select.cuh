@@ -9,20 +9,23 @@
 // CTA builds a 256-bin histogram in shared memory; one warp sums the cluster's histograms
 // through distributed shared memory (coalesced 16-byte reads) and finds the bin.
 //   1. Stream the slice once from HBM (16-byte loads, kSelUnroll per thread in flight): per
-//      64-element chunk only its max key (a NaN-propagating max over each vector, one key per
-//      vector, shuffles across the chunk's lanes) -- about one instruction per element.
+//      64-element chunk its max key, and per 8-element sub-chunk the top 16 bits of its max key
+//      (a NaN-propagating max over each vector, one key per vector, shuffles across the lanes of
+//      a sub-chunk, then of a chunk) -- about one instruction per element.
 //   2. tau = the c-th largest chunk max (a radix select over the ~V/64 chunk maxima): at least c
 //      elements have key >= tau, so no element below tau can be in the top c.
-//   3. Participants (key >= tau, typically c plus a few %): the chunks whose max reaches tau are
-//      listed in id order (block scan), a thread per listed chunk loads the whole chunk at once
-//      (all its 16-byte loads in flight; the row was just streamed, so mostly L2 hits) and keeps
-//      a 64-bit mask of the participants; a second block scan places them, in id order, in
-//      shared memory.
+//   3. Participants (key >= tau, typically c plus a few %): the sub-chunks whose kept bits reach
+//      tau's, in chunks whose max reaches tau (a superset of the sub-chunks holding one), are
+//      listed in id order (block scan).  A thread per listed sub-chunk re-reads its 8 elements
+//      (one or two 16-byte loads; typically about c sub-chunks, so one round of loads for the
+//      CTA) and keeps an 8-bit mask of the participants; a second block scan places them, in
+//      id order, in shared memory.
 //   4. The exact top c of the participants (radix select over them), then a block scan gives
 //      each its output position (ascending id) and the values are re-read from the row.
-// When c exceeds the number of chunks, or some CTA has more participants than its buffer holds
-// (rows of few distinct values), steps 3-4 fall back to the same radix select and emit over
-// the whole slice, chunk by chunk (chunks whose max cannot match are skipped).
+// When c exceeds the number of chunks, or some CTA lists more sub-chunks or keeps more
+// participants than its buffers hold (rows of few distinct values), steps 3-4 fall back to the
+// same radix select and emit over the whole slice, chunk by chunk (chunks whose max cannot
+// match are skipped).
 // Deterministic: no atomic decides an output position.  Scratch: shared memory only, sized
 // from V.  Bound: the one streaming read of the logits (HBM) on the fast path.
 #pragma once
@@ -39,11 +42,22 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kSelThreads = 512;
+// CTA size, chunks a thread may own, participants a CTA keeps: knobs for the phase harness
+// (benchmarks/topc_select_phases.cu; 256-thread CTAs were measured there, RESULTS.md).
+#ifndef XPRESS_SEL_THREADS
+#define XPRESS_SEL_THREADS 512
+#endif
+#ifndef XPRESS_SEL_CHUNKS_PER_THREAD
+#define XPRESS_SEL_CHUNKS_PER_THREAD 8
+#endif
+#ifndef XPRESS_SEL_CAP
+#define XPRESS_SEL_CAP 2048
+#endif
+constexpr int kSelThreads = XPRESS_SEL_THREADS;
 constexpr int kSelWarps = kSelThreads / 32;
 constexpr int kSelBins = 256;  // 8-bit digits
 constexpr int kSelChunk = 64;  // elements summarised by one max key (one bit each in a mask)
-constexpr int kSelMaxChunksPerThread = 8;
+constexpr int kSelMaxChunksPerThread = XPRESS_SEL_CHUNKS_PER_THREAD;
 constexpr int kSelMaxChunks = kSelThreads * kSelMaxChunksPerThread;
 constexpr int64_t kSelMaxSlice = static_cast<int64_t>(kSelMaxChunks) * kSelChunk;
 constexpr int kSelMaxSplits = 8;
@@ -58,11 +72,13 @@ constexpr int kSelMaxSplits = 8;
 #define XPRESS_SEL_UNROLL 4
 #endif
 constexpr int kSelUnroll = XPRESS_SEL_UNROLL;
-constexpr int kSelCap = 2048;  // participants a CTA keeps on the fast path
-#ifndef XPRESS_SEL_MASK_BATCH
-#define XPRESS_SEL_MASK_BATCH 8
-#endif
-constexpr int kSelMaskBatch = XPRESS_SEL_MASK_BATCH;      // 16-byte loads in flight per participant chunk
+constexpr int kSelCap = XPRESS_SEL_CAP;  // participants a CTA keeps on the fast path
+constexpr int kSelSub = 8;               // elements per sub-chunk (16 bytes of a 16-bit dtype)
+constexpr int kSelSubsPerChunk = kSelChunk / kSelSub;
+constexpr int kSelListCap = 2048;  // sub-chunks a CTA lists on the fast path
+constexpr int kSelSubBatch = 2;    // listed sub-chunks whose loads a thread issues together
+// Shared memory of the selection steps' lists (a multiple of 16 bytes).
+constexpr size_t kSelLists = ((2 * kSelCap + kSelListCap) * sizeof(uint32_t) + kSelListCap + 15) / 16 * 16;
 
 template <typename T>
 struct TopcSelectArgs {
@@ -78,11 +94,15 @@ struct TopcSelectArgs {
   int64_t slice;  // elements per CTA of a row's cluster: a multiple of kSelChunk, <= kSelMaxSlice
 };
 
-// Dynamic shared memory: per chunk of the slice its participant mask (64-bit), its max key and
-// a slot of the list of chunks that reach tau; then the participants' keys and ids.
+// Dynamic shared memory: the participants' keys and ids, the list of sub-chunks that reach tau
+// and their masks (8-bit); then per chunk of the slice its max key (a multiple of 4 of them, so
+// what follows is 16-byte aligned) and its sub-chunks' kept bits (16-bit each).
+__host__ __device__ constexpr int64_t sel_chunk_slots(int64_t slice) {
+  return ((slice + kSelChunk - 1) / kSelChunk + 3) / 4 * 4;
+}
 __host__ __device__ constexpr size_t topc_select_smem(int64_t slice) {
-  return static_cast<size_t>((slice + kSelChunk - 1) / kSelChunk) * (sizeof(uint64_t) + 2 * sizeof(uint32_t)) +
-         2 * sizeof(uint32_t) * kSelCap;
+  return kSelLists + static_cast<size_t>(sel_chunk_slots(slice)) * sizeof(uint32_t) +
+         static_cast<size_t>(sel_chunk_slots(slice)) * kSelSubsPerChunk * sizeof(uint16_t);
 }
 
 // The lowest digit shift a radix select needs: below it, keys whose higher bits agree agree
@@ -184,39 +204,6 @@ __device__ __forceinline__ SelFloor sel_floor(uint32_t tau) {
   return SelFloor{__uint_as_float((tau & 0x80000000u) ? (tau & 0x7FFFFFFFu) : ~tau), tau > 0xFF800000u};
 }
 
-// The participant mask of the chunk [s, e) of row x: bit i set when element s + i has key >= tau.
-// A whole vectorised chunk's loads are issued before any is used.
-template <typename T, bool kVec>
-__device__ __forceinline__ uint64_t sel_chunk_mask(const T* x, int64_t s, int64_t e, const SelFloor& fl) {
-  uint64_t m = 0;
-  if constexpr (kVec) {
-    constexpr int kV = kVecElems<T>;
-    constexpr int kLoads = kSelChunk / kV;
-    constexpr int kBatch = kLoads < kSelMaskBatch ? kLoads : kSelMaskBatch;
-    if (e - s == kSelChunk) {
-#pragma unroll
-      for (int b0 = 0; b0 < kLoads; b0 += kBatch) {
-        Vec16<T> w[kBatch];
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) w[u].raw = *reinterpret_cast<const int4*>(x + s + (b0 + u) * kV);
-        uint32_t bits[2] = {0u, 0u};  // this batch's bits, by halves of the 64-bit mask
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-#pragma unroll
-          for (int k = 0; k < kV; ++k) {
-            const int bit = (b0 + u) * kV + k;
-            bits[bit / 32] |= fl.reaches(to_float(w[u].elem[k])) ? (1u << (bit % 32)) : 0u;
-          }
-        }
-        m |= static_cast<uint64_t>(bits[0]) | (static_cast<uint64_t>(bits[1]) << 32);
-      }
-      return m;
-    }
-  }
-  for (int64_t j = s; j < e; ++j) m |= static_cast<uint64_t>(fl.reaches(to_float(x[j]))) << (j - s);
-  return m;
-}
-
 // Phase timestamps for benchmarks/topc_select_phases.cu: a build that defines
 // XPRESS_SEL_PROBE (as the name of a device array) records clock64() at each phase of a CTA's
 // first row.
@@ -240,7 +227,7 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
   namespace cg = cooperative_groups;
   using BlockScan = cub::BlockScan<uint64_t, kSelThreads>;
   using BlockReduce = cub::BlockReduce<uint64_t, kSelThreads>;
-  extern __shared__ uint64_t sel_smem[];
+  extern __shared__ __align__(16) uint32_t sel_smem[];
   __shared__ union {
     typename BlockScan::TempStorage scan;
     typename BlockReduce::TempStorage reduce;
@@ -251,12 +238,13 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
   __shared__ SelThreshold th[2];
   __shared__ uint64_t cta_total;  // read by peers after a cluster barrier
   __shared__ uint64_t cta_best;   // packed argmax of this CTA's slice, read by rank 0
-  const int64_t max_chunks = (p.slice + kSelChunk - 1) / kSelChunk;
-  uint64_t* const qmask = sel_smem;
-  uint32_t* const chunk_max = reinterpret_cast<uint32_t*>(qmask + max_chunks);
-  uint32_t* const qlist = chunk_max + max_chunks;
-  uint32_t* const cand_key = qlist + max_chunks;
+  const int64_t chunk_slots = sel_chunk_slots(p.slice);
+  uint32_t* const cand_key = sel_smem;
   uint32_t* const cand_id = cand_key + kSelCap;
+  uint32_t* const qlist = cand_id + kSelCap;
+  uint8_t* const qmask = reinterpret_cast<uint8_t*>(qlist + kSelListCap);
+  uint32_t* const chunk_max = sel_smem + kSelLists / sizeof(uint32_t);
+  uint16_t* const sub_max = reinterpret_cast<uint16_t*>(chunk_max + chunk_slots);
 
   const int split = blockIdx.x;
   const int splits = gridDim.x;  // == the cluster size
@@ -369,19 +357,51 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     const int my_c0 = tid * cpt < nchunks ? tid * cpt : nchunks;
     const int my_c1 = my_c0 + cpt < nchunks ? my_c0 + cpt : nchunks;
 
-    for (int i = tid; i < nchunks; i += kSelThreads) chunk_max[i] = 0;
+    for (int i = tid; i < nchunks; i += kSelThreads) {
+      chunk_max[i] = 0;
+      reinterpret_cast<uint4*>(sub_max)[i] = make_uint4(0u, 0u, 0u, 0u);  // the chunk's 8 sub-chunks
+    }
     __syncthreads();
     XPRESS_SEL_MARK(0);
 
-    // ---- 1. one streaming pass: the max key of every chunk ----------------------------------
+    // ---- 1. one streaming pass: the max key of every chunk and sub-chunk -------------------
+    // merge_tail(j0, j1): elements [j0, j1) of one sub-chunk, by one thread, into the maxima.
+    auto merge_tail = [&](int64_t j0, int64_t j1) {
+      uint32_t m = 0;
+      for (int64_t j = j0; j < j1; ++j) {
+        const uint32_t k = sel_key(x[j]);
+        m = k > m ? k : m;
+      }
+      const int64_t sub = (j0 - lo) / kSelSub;
+      const uint16_t top = static_cast<uint16_t>(m >> 16);
+      if (top > sub_max[sub]) sub_max[sub] = top;
+      atomicMax(&chunk_max[(j0 - lo) / kSelChunk], m);
+    };
     if constexpr (kVec) {
       constexpr int kV = kVecElems<T>;
       constexpr int kLanesPerChunk = kSelChunk / kV;  // a chunk = this many consecutive lanes
+      constexpr int kLanesPerSub = kSelSub / kV;
       const int nvec = static_cast<int>(len / kV);  // slices are < 2^31 elements: 32-bit indices
       const int4* xs = reinterpret_cast<const int4*>(x + lo);
       // Warp tiles of 32 consecutive vectors, kSelUnroll tiles in flight; the loop bound is
       // uniform in the warp, so the shuffles see every lane.
-      for (int t0 = warp; t0 * 32 < nvec; t0 += kSelWarps * kSelUnroll) {
+      // take(vi, v): vector vi (v, or nothing when vi >= nvec) into the maxima.
+      auto take = [&](int vi, const int4& v) {
+        uint32_t key = vi < nvec ? vec_max_key<T>(v) : 0u;
+#pragma unroll
+        for (int off = 1; off < kLanesPerSub; off <<= 1) {
+          const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
+          key = o > key ? o : key;
+        }
+        if (lane % kLanesPerSub == 0 && vi < nvec) sub_max[vi / kLanesPerSub] = static_cast<uint16_t>(key >> 16);
+#pragma unroll
+        for (int off = kLanesPerSub; off < kLanesPerChunk; off <<= 1) {
+          const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
+          key = o > key ? o : key;
+        }
+        if (lane % kLanesPerChunk == 0 && vi < nvec) chunk_max[vi / kLanesPerChunk] = key;
+      };
+      for (int t0 = warp; t0 * 32 < nvec; t0 += kSelWarps * kSelUnroll) {  // kSelUnroll tiles in flight
         int4 v[kSelUnroll];
 #pragma unroll
         for (int u = 0; u < kSelUnroll; ++u) {
@@ -389,24 +409,16 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
           v[u] = vi < nvec ? xs[vi] : make_int4(0, 0, 0, 0);  // no value carried between tiles
         }
 #pragma unroll
-        for (int u = 0; u < kSelUnroll; ++u) {
-          const int vi = (t0 + u * kSelWarps) * 32 + lane;
-          uint32_t key = vi < nvec ? vec_max_key<T>(v[u]) : 0u;
-#pragma unroll
-          for (int off = 1; off < kLanesPerChunk; off <<= 1) {
-            const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
-            key = o > key ? o : key;
-          }
-          if (lane % kLanesPerChunk == 0 && vi < nvec) chunk_max[vi / kLanesPerChunk] = key;
-        }
+        for (int u = 0; u < kSelUnroll; ++u) take((t0 + u * kSelWarps) * 32 + lane, v[u]);
       }
       __syncthreads();
-      for (int64_t j = lo + static_cast<int64_t>(nvec) * kV + tid; j < hi; j += kSelThreads) {  // < kV tail elements
-        atomicMax(&chunk_max[(j - lo) / kSelChunk], sel_key(x[j]));
-      }
+      // The < kV tail elements lie in one sub-chunk (kV divides kSelSub).
+      if (tid == 0 && lo + static_cast<int64_t>(nvec) * kV < hi) merge_tail(lo + static_cast<int64_t>(nvec) * kV, hi);
     } else {
-      for (int64_t j = lo + tid; j < hi; j += kSelThreads) {
-        atomicMax(&chunk_max[(j - lo) / kSelChunk], sel_key(x[j]));
+      const int nsubs = static_cast<int>((len + kSelSub - 1) / kSelSub);
+      for (int sub = tid; sub < nsubs; sub += kSelThreads) {
+        const int64_t j0 = lo + static_cast<int64_t>(sub) * kSelSub;
+        merge_tail(j0, j0 + kSelSub < hi ? j0 + kSelSub : hi);
       }
     }
     __syncthreads();
@@ -420,31 +432,80 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
                              for (int i = tid; i < nchunks; i += kSelThreads) f(chunk_max[i]);
                            }).prefix;  // >= c chunk maxima are >= it, so >= c elements are
       XPRESS_SEL_MARK(2);
-      // The chunks that reach tau, listed in id order.
+      // The sub-chunks whose kept bits reach tau's, in chunks that reach tau, listed in id order.
+      const uint32_t tau16 = tau >> 16;
+      auto reaching = [&](int ch) {  // bit k: sub-chunk k of chunk ch is listed
+        if (chunk_max[ch] < tau) return 0u;
+        const uint4 w = reinterpret_cast<const uint4*>(sub_max)[ch];
+        const uint32_t h[4] = {w.x, w.y, w.z, w.w};
+        uint32_t bits = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          bits |= ((h[k] & 0xFFFFu) >= tau16 ? 1u : 0u) << (2 * k);
+          bits |= ((h[k] >> 16) >= tau16 ? 1u : 0u) << (2 * k + 1);
+        }
+        return bits;
+      };
       uint64_t mine = 0;
-      for (int ch = my_c0; ch < my_c1; ++ch) mine += chunk_max[ch] >= tau ? 1u : 0u;
+      for (int ch = my_c0; ch < my_c1; ++ch) mine += __popc(reaching(ch));
       uint64_t qbase, nq64;
       BlockScan(temp.scan).ExclusiveSum(mine, qbase, nq64);
-      for (int ch = my_c0, q = static_cast<int>(qbase); ch < my_c1; ++ch) {
-        if (chunk_max[ch] >= tau) qlist[q++] = static_cast<uint32_t>(ch);
+      const bool listed = nq64 <= static_cast<uint64_t>(kSelListCap);  // the same in every thread
+      if (listed) {
+        for (int ch = my_c0, q = static_cast<int>(qbase); ch < my_c1; ++ch) {
+          for (uint32_t bits = reaching(ch); bits != 0; bits &= bits - 1) {
+            qlist[q++] = static_cast<uint32_t>(ch * kSelSubsPerChunk + __ffs(bits) - 1);
+          }
+        }
       }
       __syncthreads();
-      // A thread per listed chunk (blocked, so the participants stay in id order): its mask.
+      // A thread per listed sub-chunk (blocked, so the participants stay in id order): its mask,
+      // kSelSubBatch sub-chunks' loads in flight at once.
       const SelFloor floor_tau = sel_floor(tau);
-      const int nq = static_cast<int>(nq64);
+      const int nq = listed ? static_cast<int>(nq64) : 0;
       const int qpt = (nq + kSelThreads - 1) / kSelThreads;
       const int q0 = tid * qpt < nq ? tid * qpt : nq;
       const int q1 = q0 + qpt < nq ? q0 + qpt : nq;
+      constexpr int kVps = kVec ? kSelSub / kVecElems<T> : 1;  // 16-byte vectors per sub-chunk
       uint64_t cnt = 0;
-      for (int qi = q0; qi < q1; ++qi) {
-        const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * kSelChunk;
-        const uint64_t m = sel_chunk_mask<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi, floor_tau);
-        qmask[qi] = m;
-        cnt += __popcll(m);
+      for (int qb = q0; qb < q1; qb += kSelSubBatch) {
+        Vec16<T> w[kSelSubBatch][kVps];
+        if constexpr (kVec) {
+#pragma unroll
+          for (int u = 0; u < kSelSubBatch; ++u) {
+            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u < q1 ? qb + u : q0]) * kSelSub;
+            if (qb + u < q1 && s0 + kSelSub <= hi) {
+#pragma unroll
+              for (int v = 0; v < kVps; ++v) w[u][v].raw = *reinterpret_cast<const int4*>(x + s0 + v * kVecElems<T>);
+            }
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kSelSubBatch; ++u) {
+          if (qb + u < q1) {
+            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u]) * kSelSub;
+            uint32_t m = 0;
+            if (kVec && s0 + kSelSub <= hi) {
+#pragma unroll
+              for (int v = 0; v < kVps; ++v) {
+#pragma unroll
+                for (int k = 0; k < kVecElems<T>; ++k) {
+                  m |= (floor_tau.reaches(to_float(w[u][v].elem[k])) ? 1u : 0u) << (v * kVecElems<T> + k);
+                }
+              }
+            } else {
+              for (int64_t j = s0; j < hi && j < s0 + kSelSub; ++j) {
+                m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
+              }
+            }
+            qmask[qb + u] = static_cast<uint8_t>(m);
+            cnt += __popc(m);
+          }
+        }
       }
       uint64_t base, total;
       BlockScan(temp.scan).ExclusiveSum(cnt, base, total);
-      if (tid == 0) cta_total = total;
+      if (tid == 0) cta_total = listed ? total : static_cast<uint64_t>(kSelCap) + 1;  // unlisted: fall back
       cluster_sync();
       XPRESS_SEL_MARK(3);
       uint64_t most = 0;  // the same decision in every CTA of the cluster
@@ -457,9 +518,9 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
         npart = static_cast<int>(total);
         uint32_t pos = static_cast<uint32_t>(base);
         for (int qi = q0; qi < q1; ++qi) {
-          const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * kSelChunk;
-          for (uint64_t m = qmask[qi]; m != 0; m &= m - 1) {
-            const int64_t j = s + __ffsll(static_cast<long long>(m)) - 1;
+          const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * kSelSub;
+          for (uint32_t m = qmask[qi]; m != 0; m &= m - 1) {
+            const int64_t j = s + __ffs(m) - 1;
             cand_key[pos] = sel_key(x[j]);
             cand_id[pos] = static_cast<uint32_t>(j);
             ++pos;
