@@ -22,7 +22,8 @@ void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                      const std::optional<at::Tensor>& blk);
 void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
-void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out);
+void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
+                     bool reverse);
 
 at::Tensor sconv_cpu(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                      const at::Tensor& positions, const at::Tensor& block_table,
@@ -50,7 +51,8 @@ void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
 void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                       const std::optional<at::Tensor>& blk);
 void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
-void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out);
+void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
+                      bool reverse);
 at::Tensor sconv_cuda(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                       const at::Tensor& positions, const at::Tensor& block_table,
                       const at::Tensor& seq_idx, const at::Tensor& slot_mapping,

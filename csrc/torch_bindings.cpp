@@ -16,7 +16,7 @@ TORCH_LIBRARY(xpress_ext, m) {
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
       "Tensor(c!)? blk=None) -> ()");
   m.def("gather_rows(Tensor table, Tensor ids, Tensor(a!) out) -> ()");
-  m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out) -> ()");
+  m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out, bool reverse=False) -> ()");
   m.def(
       "sconv(Tensor x, Tensor weight, Tensor(a!) cache, Tensor positions, Tensor block_table, "
       "Tensor seq_idx, Tensor slot_mapping, Tensor query_start, int off_s, int ws, "

@@ -34,10 +34,10 @@ def case(lead, M, K, V, dtype, device, seed, table_stride=None, x_padded=False):
     return table.to(device), ids.to(device), x.to(device)
 
 
-def run(table, ids, x, out=None):
+def run(table, ids, x, out=None, reverse=False):
     if out is None:
         out = torch.full(ids.shape, 9.0, dtype=table.dtype, device=table.device)
-    xpress_ext.gather_gemv(table, ids, x, out)
+    xpress_ext.gather_gemv(table, ids, x, out, reverse)
     return out
 
 
@@ -54,8 +54,9 @@ def run(table, ids, x, out=None):
 )
 def test_matches_reference(device, dtype, lead, M, K, V, table_stride, x_padded):
     table, ids, x = case(lead, M, K, V, dtype, device, M * K + V, table_stride, x_padded)
-    out = run(table, ids, x)
-    assert bitwise_equal(out.cpu(), ref.gather_gemv(table.cpu(), ids.cpu(), x.cpu()))
+    expect = ref.gather_gemv(table.cpu(), ids.cpu(), x.cpu())
+    for reverse in (False, True):  # the tiles walked from the first or from the last: same bits
+        assert bitwise_equal(run(table, ids, x, reverse=reverse).cpu(), expect)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -215,6 +216,7 @@ def test_opcheck_and_compile(device):
     table, ids, x = case((2, 3), 9, 24, 50, torch.float32, device, 12)
     out = torch.zeros(2, 3, 9, device=device)
     torch.library.opcheck(torch.ops.xpress_ext.gather_gemv.default, (table, ids, x, out))
+    torch.library.opcheck(torch.ops.xpress_ext.gather_gemv.default, (table, ids, x, out, True))
 
     def step(table, ids, x, out):
         xpress_ext.gather_gemv(table, ids, x, out)
@@ -226,22 +228,28 @@ def test_opcheck_and_compile(device):
 
 @needs_cuda
 def test_cuda_graph_replay_at_head_shape():
-    """The head's call ([N, B-1, C] ids, [N, B-1, R] lat, bf16, V = 151,936), captured once and
-    replayed with new ids and x."""
+    """The head's calls ([N, B-1, C] ids, [N, B-1, R] lat, bf16, V = 151,936; one walking the
+    tiles forward, one reversed, as on alternate passes), captured once and replayed with new
+    ids and x."""
     table, ids, x = case((4, 15), 512, 256, 151_936, torch.bfloat16, "cuda", 13)
     out = torch.empty(4, 15, 512, dtype=torch.bfloat16, device="cuda")
+    out_rev = torch.empty_like(out)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         run(table, ids, x, out)
+        run(table, ids, x, out_rev, reverse=True)
     torch.cuda.current_stream().wait_stream(s)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         run(table, ids, x, out)
+        run(table, ids, x, out_rev, reverse=True)
     for it in range(3):
         _, fresh_ids, fresh_x = case((4, 15), 512, 256, 151_936, torch.bfloat16, "cpu", 20 + it)
         ids.copy_(fresh_ids)
         x.copy_(fresh_x)
         graph.replay()
         torch.cuda.synchronize()
-        assert bitwise_equal(out.cpu(), run(table.cpu(), ids.cpu(), x.cpu()))
+        expect = run(table.cpu(), ids.cpu(), x.cpu())
+        assert bitwise_equal(out.cpu(), expect)
+        assert bitwise_equal(out_rev.cpu(), expect)

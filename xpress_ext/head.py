@@ -303,7 +303,11 @@ class XPressRefinerHead(nn.Module):
         ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
                         buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"])
         if "cand" in step:
-            ops.gather_gemv(self.w2.weight, step["cand"], lat, step["bias_c"])
+            # Every other pass walks the candidates' rows from the last: it starts on the rows
+            # the pass before read last, still in L2 (same bits either way).
+            reverse = step.get("gemv_reverse", False)
+            ops.gather_gemv(self.w2.weight, step["cand"], lat, step["bias_c"], reverse)
+            step["gemv_reverse"] = not reverse
             ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk)
         else:
             torch.mm(lat.view(rows, r), self.w2.weight.t(), out=step["bias"])

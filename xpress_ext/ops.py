@@ -63,12 +63,16 @@ def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> No
     _ops.gather_rows.default(table, ids, out)
 
 
-def gather_gemv(table: torch.Tensor, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor) -> None:
+def gather_gemv(table: torch.Tensor, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor,
+                reverse: bool = False) -> None:
     """``out[s..., m] = dtype(table[ids[s..., m]] . x[s...])``: table [V, K] (unit stride along
     K), ids int64 [S, M] or [S1, S2, M], x [.., K] (unit stride along K) and out [.., M] with
     ids' leading sizes.  The top-C path's readout, W2's candidate rows read in place.  The fp32
-    dot product runs in a fixed order (README), so CPU and CUDA give the same bits."""
-    _ops.gather_gemv.default(table, ids, x, out)
+    dot product runs in a fixed order (README), so CPU and CUDA give the same bits.
+    ``reverse`` only changes the order in which the CUDA kernel walks the (row, candidate)
+    tiles (from the last): the same bits.  Alternating it between calls that read the same
+    rows lets a call start on the rows the previous one read last, still in L2."""
+    _ops.gather_gemv.default(table, ids, x, out, reverse)
 
 
 def sconv(
@@ -135,7 +139,7 @@ def _gather_rows_fake(table, ids, out):
 
 
 @torch.library.register_fake("xpress_ext::gather_gemv")
-def _gather_gemv_fake(table, ids, x, out):
+def _gather_gemv_fake(table, ids, x, out, reverse=False):
     return None
 
 

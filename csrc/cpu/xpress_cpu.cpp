@@ -251,7 +251,8 @@ void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor&
   });
 }
 
-void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out) {
+void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
+                     bool /*reverse: a traversal-order hint for the CUDA kernel; same results*/) {
   const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
   if (ids.numel() == 0) return;
   check_gather_gemv_ids(d, ids);

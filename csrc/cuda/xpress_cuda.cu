@@ -576,7 +576,7 @@ void launch_gather_rows(const GatherRowsDims& d, const at::Tensor& table, const 
 
 template <typename T>
 void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids,
-                        const at::Tensor& x, at::Tensor& out) {
+                        const at::Tensor& x, at::Tensor& out, bool reverse) {
   const int device = table.get_device();
   const auto st = gather_gemv_stride;
   k::GatherGemvArgs<T> a{};
@@ -603,6 +603,7 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
   a.S2 = static_cast<uint32_t>(d.S2);
   a.tiles_per_s = static_cast<uint32_t>(tiles_per_s);
   a.tiles = static_cast<uint32_t>(tiles);
+  a.reverse = reverse ? 1u : 0u;
   const bool vec = d.K % k::kVecElems<T> == 0 && rows_vectorizable(table, {a.table_s}) &&
                    rows_vectorizable(x, {a.x_s1, a.x_s2});
   const int64_t ctas = (tiles + k::kGemvWarps - 1) / k::kGemvWarps;
@@ -679,13 +680,14 @@ void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor
                         [&] { launch_gather_rows<scalar_t>(d, table, ids, out); });
 }
 
-void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out) {
+void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
+                      bool reverse) {
   const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
   const c10::cuda::OptionalCUDAGuard guard(table.device());
   if (ids.numel() == 0) return;
   if (validate_enabled()) check_gather_gemv_ids(d, ids);
   XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_gemv", __nv_bfloat16, __half, float,
-                        [&] { launch_gather_gemv<scalar_t>(d, table, ids, x, out); });
+                        [&] { launch_gather_gemv<scalar_t>(d, table, ids, x, out, reverse); });
 }
 
 }  // namespace xpress

@@ -10,7 +10,9 @@
 // A warp takes kGemvRows consecutive m of one s: the ids first (one load by kGemvRows lanes),
 // then every row's 16-byte loads in flight before any arithmetic -- the way gather_rows keeps
 // the memory busy.  CTAs are small and short, so many fit an SM.  Ids are clamped for
-// addressing (README: ids are data).
+// addressing (README: ids are data).  `reverse` hands the tiles out from the last: the same
+// results, and a call that follows one reading the same rows starts where that one ended, on
+// rows still in L2 (the head alternates it over a draft step's passes).
 #pragma once
 
 #include "common.cuh"
@@ -45,6 +47,7 @@ struct GatherGemvArgs {
   int64_t M, K;
   uint32_t S2, tiles_per_s;  // tiles_per_s = ceil(M / kGemvRows)
   uint32_t tiles;            // S1 * S2 * tiles_per_s < 2^31 (the launcher checks)
+  uint32_t reverse;          // nonzero: warps take the tiles from the last (same results)
 };
 
 // This lane's kV elements of a row starting at k0, zero past K.
@@ -66,8 +69,9 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gem
   constexpr int kV = kVecElems<T>;
   constexpr int G = kGemvRows;
   const int lane = threadIdx.x & 31;
-  const uint32_t tile = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (tile >= p.tiles) return;  // whole warps only
+  const uint32_t raw = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  if (raw >= p.tiles) return;  // whole warps only
+  const uint32_t tile = p.reverse ? p.tiles - 1 - raw : raw;
   // 32-bit divisions: a 64-bit one is a ~70-instruction call on the path to the first load
   const uint32_t s = tile / p.tiles_per_s;
   const int64_t m0 = static_cast<int64_t>(tile - s * p.tiles_per_s) * G;
