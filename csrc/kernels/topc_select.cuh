@@ -42,22 +42,11 @@
 namespace xpress {
 namespace kernels {
 
-// CTA size, chunks a thread may own, participants a CTA keeps: knobs for the phase harness
-// (benchmarks/topc_select_phases.cu; 256-thread CTAs were measured there, RESULTS.md).
-#ifndef XPRESS_SEL_THREADS
-#define XPRESS_SEL_THREADS 512
-#endif
-#ifndef XPRESS_SEL_CHUNKS_PER_THREAD
-#define XPRESS_SEL_CHUNKS_PER_THREAD 8
-#endif
-#ifndef XPRESS_SEL_CAP
-#define XPRESS_SEL_CAP 2048
-#endif
-constexpr int kSelThreads = XPRESS_SEL_THREADS;
+constexpr int kSelThreads = 512;
 constexpr int kSelWarps = kSelThreads / 32;
 constexpr int kSelBins = 256;  // 8-bit digits
 constexpr int kSelChunk = 64;  // elements summarised by one max key (one bit each in a mask)
-constexpr int kSelMaxChunksPerThread = XPRESS_SEL_CHUNKS_PER_THREAD;
+constexpr int kSelMaxChunksPerThread = 8;
 constexpr int kSelMaxChunks = kSelThreads * kSelMaxChunksPerThread;
 constexpr int64_t kSelMaxSlice = static_cast<int64_t>(kSelMaxChunks) * kSelChunk;
 constexpr int kSelMaxSplits = 8;
@@ -72,7 +61,7 @@ constexpr int kSelMaxSplits = 8;
 #define XPRESS_SEL_UNROLL 4
 #endif
 constexpr int kSelUnroll = XPRESS_SEL_UNROLL;
-constexpr int kSelCap = XPRESS_SEL_CAP;  // participants a CTA keeps on the fast path
+constexpr int kSelCap = 2048;  // participants a CTA keeps on the fast path
 constexpr int kSelSub = 8;               // elements per sub-chunk (16 bytes of a 16-bit dtype)
 constexpr int kSelSubsPerChunk = kSelChunk / kSelSub;
 constexpr int kSelListCap = 2048;  // sub-chunks a CTA lists on the fast path
