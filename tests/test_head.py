@@ -3,12 +3,13 @@ by pass parity (near ties counted and bounded), top-C semantics, checkpoints, gr
 torch.compile, errors, and the vLLM stand-in install."""
 
 import importlib
+import json
 import sys
 import types
 
 import pytest
 import torch
-from xpress_testing import DEVICES, SANITIZE, cuda_kernels_run, gen, needs_cuda
+from xpress_testing import DEVICES, SANITIZE, cuda_kernels_run, gen, graph_edges, needs_cuda
 
 import xpress_ext
 from xpress_ext import draft, kernels
@@ -137,6 +138,45 @@ def test_topc_pass_runs_only_this_package_kernels():
         kernels = {n for n in names if not n.startswith(("cuda", "Activity"))}  # (API calls and profiler events)
         assert all("xpress::kernels::" in n for n in kernels), kernels
         assert any("gather_gemv_kernel" in n for n in kernels) and any("topc_argmax" in n for n in kernels), kernels
+
+
+@needs_cuda
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_step_start_forks_only_in_a_captured_graph(topc, tmp_path):
+    """Captured in a CUDA graph, a step's start (the starting argmax; top-C: topc_select) runs
+    on a second stream beside the hidden cache's GEMMs: the graph forks, and the first latent
+    kernel joins both branches.  Launched eagerly, everything stays on the caller's stream
+    (the fork costs host time there).  Replays equal eager steps, and eager steps equal the
+    reference's drafts."""
+    head = make_head("cuda", topc=topc)
+    static = [t.clone() for t in step_inputs(head, 5, "cuda", seed=4)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        head.jacobi_refine_greedy(*static, 6)  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(graph):
+        out = head.jacobi_refine_greedy(*static, 6)
+    incoming = {}
+    for _, dst, _ in graph_edges(graph):
+        incoming[dst] = incoming.get(dst, 0) + 1
+    assert max(incoming.values()) >= 2, "no join: the step's start did not run beside the hidden cache"
+    graph.replay()
+    eager = head.jacobi_refine_greedy(*static, 6).clone()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+    expect, margins = ref.jacobi_refine_greedy(head, *static, 6, return_margins=True)
+    assert margins.min() > draft.TIE_MARGIN[torch.float32]
+    assert torch.equal(eager, expect)
+    if not SANITIZE:  # the profiler's interface is held by a sanitizer
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            head.jacobi_refine_greedy(*static, 6)
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(str(tmp_path / "step.json"))
+        events = [e for e in json.loads((tmp_path / "step.json").read_text())["traceEvents"] if e.get("cat") == "kernel"]
+        assert len({e["args"]["stream"] for e in events}) == 1, "an eager step forked"
 
 
 @pytest.mark.parametrize("device", DEVICES)

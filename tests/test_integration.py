@@ -52,6 +52,11 @@ def test_opcheck(device):
         torch.ops.xpress_ext.latent_pass.default,
         (inp["blk"], inp["tok_am1"], inp["xh"], inp["lat"], inp["w1"], inp["wlat_t"], inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"], True),
     )
+    torch.library.opcheck(  # the head's call: weights loaded before the wait for the kernels ahead
+        torch.ops.xpress_ext.latent_pass.default,
+        (inp["blk"], inp["tok_am1"], inp["xh"], inp["lat"], inp["w1"], inp["wlat_t"], inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"], True),
+        {"prefetch_weights": True},
+    )
     bias = torch.randn(N * (B - 1), V, device=device)
     torch.library.opcheck(torch.ops.xpress_ext.add_argmax_to_blk.default, (inp["base_full"][:, 1:], bias, inp["blk"].clone()))
     C = 9

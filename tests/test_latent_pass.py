@@ -47,6 +47,22 @@ def test_parity(device, dtype, shape):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 16, 256, 512, 500), (37, 16, 256, 512, 500), (4, 5, 36, 100, 111)],
+                         ids=lambda s: "N{}-B{}-R{}-H{}-V{}".format(*s))
+@pytest.mark.parametrize("do_mlp", [True, False], ids=["mlp", "no_mlp"])
+def test_prefetch_weights_same_bits(device, dtype, shape, do_mlp):
+    """prefetch_weights only moves the CUDA kernel's weight copies ahead of its wait for the
+    kernels before it (the canonical head's compiled kernel, several groups, the generic one):
+    the same bits.  In a graph behind other kernels: tests/test_pdl.py."""
+    inp = latent_inputs(*shape, dtype, device, seed=7)
+    expect = run_latent(inp, do_mlp=do_mlp)
+    got = run_latent(inp, do_mlp=do_mlp, prefetch_weights=True)
+    assert torch.equal(got, expect)
+    assert_latent_close(got, inp, do_mlp=do_mlp)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_without_mlp(device, dtype):
     inp = latent_inputs(5, 16, 256, 512, 500, dtype, device, seed=3)
     out = run_latent(inp, do_mlp=False)

@@ -8,7 +8,6 @@ programmatic edges, and that XPRESS_EXT_PDL=0 removes them without changing a bi
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from sconv_testing import make_batch
-from xpress_testing import HAS_CUDA, gen, latent_inputs, needs_cuda
+from xpress_testing import HAS_CUDA, gen, graph_edges, latent_inputs, needs_cuda
 
 import xpress_ext
 
@@ -30,20 +29,8 @@ LAYERS = 6
 
 def programmatic_edges(graph: torch.cuda.CUDAGraph) -> int:
     """Edges of a captured graph (kept with keep_graph=True) whose dependency type is
-    cudaGraphDependencyTypeProgrammatic, read with cudaGraphGetEdges."""
-
-    class EdgeData(ctypes.Structure):  # cudaGraphEdgeData
-        _fields_ = [("from_port", ctypes.c_ubyte), ("to_port", ctypes.c_ubyte), ("type", ctypes.c_ubyte),
-                    ("reserved", ctypes.c_ubyte * 5)]
-
-    rt = ctypes.CDLL("libcudart.so.13")  # the runtime torch already loaded
-    g = ctypes.c_void_p(graph.raw_cuda_graph())
-    n = ctypes.c_size_t(0)
-    assert rt.cudaGraphGetEdges(g, None, None, None, ctypes.byref(n)) == 0
-    nodes = (ctypes.c_void_p * max(n.value, 1))
-    src, dst, data = nodes(), nodes(), (EdgeData * max(n.value, 1))()
-    assert rt.cudaGraphGetEdges(g, src, dst, data, ctypes.byref(n)) == 0
-    return sum(1 for i in range(n.value) if data[i].type == 1)
+    cudaGraphDependencyTypeProgrammatic."""
+    return sum(1 for _, _, kind in graph_edges(graph) if kind == 1)
 
 
 def sconv_layers(b, qsl, num_reqs, num_actual, seq_buf, qs_buf, sync=False):
@@ -105,55 +92,70 @@ def test_sconv_chain_in_one_graph(requests):
         assert torch.equal(got_cache, b.cache_base), replay
 
 
-def jacobi_passes(inp, passes, sync=False):
-    """latent pass -> readout matmul -> add+argmax, `passes` times: each pass's latent kernel
-    reads the block tokens the previous pass's argmax kernel wrote just before it."""
+def jacobi_passes(inp, passes, sync=False, chain="full"):
+    """`passes` Jacobi passes: each pass's latent kernel reads the block tokens the previous
+    pass's argmax kernel wrote just before it.  chain "full": latent -> readout matmul ->
+    add+argmax; "full_prefetch": the same with the latent kernel copying its weights before it
+    waits; "topc" (the head's top-C pass): latent (weights prefetched) -> gather_gemv, its
+    direction alternating -> top-C argmax, three kernels of this package back to back."""
+    def step():
+        if sync:
+            torch.cuda.synchronize()
+
     lat = inp["lat"]
-    for _ in range(passes):
+    for k in range(passes):
         xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], lat, inp["w1"], inp["wlat_t"],
-                               inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"])
-        if sync:
-            torch.cuda.synchronize()
-        bias = torch.mm(lat.view(-1, lat.shape[-1]), inp["w2_t"])
-        if sync:
-            torch.cuda.synchronize()
-        xpress_ext.add_argmax_to_blk(inp["base_full"][:, 1:, :], bias, inp["blk"])
-        if sync:
-            torch.cuda.synchronize()
+                               inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"], True, chain != "full")
+        step()
+        if chain == "topc":
+            xpress_ext.ops.gather_gemv(inp["w2"], inp["cand"], lat, inp["bias_c"], k % 2 == 1)
+            step()
+            xpress_ext.ops.topc_argmax_to_blk(inp["base_c"], inp["bias_c"], inp["cand"], inp["blk"])
+        else:
+            bias = torch.mm(lat.view(-1, lat.shape[-1]), inp["w2_t"])
+            step()
+            xpress_ext.add_argmax_to_blk(inp["base_full"][:, 1:, :], bias, inp["blk"])
+        step()
     return inp["blk"]
 
 
-def pass_case(N, seed):
+def pass_case(N, seed, C=512):
     B, R, H, V = 16, 256, 512, 151_936
     inp = latent_inputs(N, B, R, H, V, torch.bfloat16, "cuda", seed=seed)
     g = gen(seed + 1)
     inp["lat"] = torch.empty((N, B - 1, R), dtype=torch.bfloat16, device="cuda")
     inp["w2_t"] = (torch.randn(R, V, generator=g) * R**-0.5).to(torch.bfloat16).cuda()
+    inp["w2"] = inp["w2_t"].t().contiguous()
     inp["base_full"] = (torch.randn(N, B, V, generator=g) * 2).to(torch.bfloat16).cuda()
+    inp["base_c"] = torch.empty((N, B - 1, C), dtype=torch.bfloat16, device="cuda")
+    inp["cand"] = torch.empty((N, B - 1, C), dtype=torch.long, device="cuda")
+    inp["bias_c"] = torch.empty_like(inp["base_c"])
+    xpress_ext.ops.topc_select(inp["base_full"][:, 1:, :], C, inp["base_c"], inp["cand"])
     return inp
 
 
 @needs_cuda
+@pytest.mark.parametrize("chain", ["full", "full_prefetch", "topc"])
 @pytest.mark.parametrize("N", [1, 4, 64])
-def test_jacobi_passes_in_one_graph(N):
+def test_jacobi_passes_in_one_graph(N, chain):
     """Six passes at the canonical head shape, captured once (the cluster and row-tile latent
-    kernels, the one-wave and split add+argmax kernels); each replay equals the passes run one
-    op at a time with a synchronisation between ops."""
+    kernels, the one-wave and split add+argmax kernels, the top-C pass's kernels); each replay
+    equals the passes run one op at a time with a synchronisation between ops."""
     inp = pass_case(N, seed=50)
     blk0 = inp["blk"].clone()
-    graph, out = capture(lambda: jacobi_passes(inp, 6))
+    graph, out = capture(lambda: jacobi_passes(inp, 6, chain=chain))
     if SM90:
-        assert programmatic_edges(graph) >= 6
+        assert programmatic_edges(graph) >= (17 if chain == "topc" else 6)
     for replay in range(3):
         fresh = pass_case(N, seed=51 + replay)
-        for k in ("tok_am1", "xh", "base_full"):
+        for k in ("tok_am1", "xh", "base_full", "base_c", "cand"):
             inp[k].copy_(fresh[k])
         inp["blk"].copy_(blk0)
         graph.replay()
         torch.cuda.synchronize()
         got = out.clone()
         inp["blk"].copy_(blk0)
-        expect = jacobi_passes(inp, 6, sync=True)
+        expect = jacobi_passes(inp, 6, sync=True, chain=chain)
         assert torch.equal(got, expect), replay
 
 
@@ -207,15 +209,27 @@ def test_every_kernel_waits_before_it_touches_memory():
     """The launchers let every kernel start before the previous one ends, so a kernel that
     touched memory before griddepcontrol.wait would race (and the graph tests above might
     only catch it sometimes).  Source check: each __global__ kernel's body opens with
-    grid_dependency_sync(), and the launchers start kernels only through launch_kernel()."""
+    grid_dependency_sync(), and the launchers start kernels only through launch_kernel().  The
+    one exception is latent_pass_kernel with prefetch_weights (the caller's promise that no
+    kernel before it writes the weights): before its wait it issues only the weight copies."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
         for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\([^{]*\)\s*\{\n([^\n]*)",
                              path.read_text()):
             kernels[m.group(1)] = m.group(2).strip()
     assert len(kernels) >= 10, sorted(kernels)
-    late = {name: first for name, first in kernels.items() if not first.startswith("grid_dependency_sync();")}
+    assert kernels.pop("latent_pass_kernel") == "if (!p.prefetch_weights) grid_dependency_sync();  // see below"
+    late = {name: first for name, first in kernels.items()
+            if not first.startswith(("grid_dependency_sync();", "if (p.trigger_first) {  // before any global access"))}
     assert not late, f"kernels whose first statement is not grid_dependency_sync(): {late}"
+    latent = (CSRC / "kernels" / "latent_pass.cuh").read_text()
+    early = re.search(r"\n  if \(early\) \{\n(.*?)\n  \}\n", latent, re.S).group(1).split("\n")
+    assert [s.strip() for s in early] == ["load_resident();", "cp_async_commit();", "if (p.do_mlp) load_mlp();",
+                                          "grid_dependency_sync();"], early
+    for name in ("load_resident", "load_mlp"):  # the lambdas read the weights only
+        body = re.search(r"auto " + name + r" = \[&\]\(\) \{\n(.*?)\n  \};", latent, re.S).group(1)
+        assert set(re.findall(r"\bp\.(\w+)", body)) <= {"wlat", "wlat_s", "mix", "mix_sk", "mix_sj", "wg", "wg_s", "wu",
+                                                       "wu_s", "wd", "wd_s", "vec_weights", "vec_mix"}, body
     for path in sorted((CSRC / "cuda").glob("*.cu")):
         text = path.read_text()
         assert "<<<" not in text, f"{path.name} launches with <<<>>>, without launch_kernel()"

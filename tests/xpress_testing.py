@@ -77,7 +77,7 @@ def latent_args(inp):
     return [inp[k] for k in LATENT_ORDER]
 
 
-def run_latent(inp, do_mlp=True, lat_out=None):
+def run_latent(inp, do_mlp=True, lat_out=None, prefetch_weights=False):
     import xpress_ext
 
     N, B, R = inp["xh"].shape
@@ -85,7 +85,7 @@ def run_latent(inp, do_mlp=True, lat_out=None):
         lat_out = torch.full((N, B - 1, R), float("nan"), dtype=inp["xh"].dtype, device=inp["xh"].device)
     xpress_ext.latent_pass(
         inp["blk"], inp["tok_am1"], inp["xh"], lat_out, inp["w1"], inp["wlat_t"], inp["mix_kjc"],
-        inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp,
+        inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp, prefetch_weights,
     )
     return lat_out
 
@@ -145,6 +145,26 @@ def extreme_sum_rows(V, dtype):
     base[2, 7] = float("inf")  # +inf
     base[2, 3], bias[2, 3] = big, big  # overflows to +inf: ties, and comes first
     return base.to(dtype), bias.to(dtype), torch.tensor([500, 41, 3])
+
+
+def graph_edges(graph) -> list[tuple[int, int, int]]:
+    """(from node, to node, dependency type) of every edge of a captured torch.cuda.CUDAGraph
+    (kept with keep_graph=True), read with cudaGraphGetEdges; type 1 is
+    cudaGraphDependencyTypeProgrammatic."""
+    import ctypes
+
+    class EdgeData(ctypes.Structure):  # cudaGraphEdgeData
+        _fields_ = [("from_port", ctypes.c_ubyte), ("to_port", ctypes.c_ubyte), ("type", ctypes.c_ubyte),
+                    ("reserved", ctypes.c_ubyte * 5)]
+
+    rt = ctypes.CDLL("libcudart.so.13")  # the runtime torch already loaded
+    g = ctypes.c_void_p(graph.raw_cuda_graph())
+    n = ctypes.c_size_t(0)
+    assert rt.cudaGraphGetEdges(g, None, None, None, ctypes.byref(n)) == 0
+    nodes = (ctypes.c_void_p * max(n.value, 1))
+    src, dst, data = nodes(), nodes(), (EdgeData * max(n.value, 1))()
+    assert rt.cudaGraphGetEdges(g, src, dst, data, ctypes.byref(n)) == 0
+    return [(src[i], dst[i], data[i].type) for i in range(n.value)]
 
 
 def cuda_kernels_run(fn):

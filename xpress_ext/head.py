@@ -10,7 +10,9 @@ A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacob
              xpress_ext.topc_argmax_to_blk     (one launch; top-C candidates)
 
 Once per step the top-C path selects the candidates (xpress_ext.topc_select, which also writes
-the starting argmax).
+the starting argmax); in a captured CUDA graph that (or the full path's starting argmax) runs
+on a second stream, beside the hidden cache's GEMMs.  The latent kernel loads its weights,
+constant over a step, while the kernels before it finish (``prefetch_weights``).
 
 Greedy and causal (slot b sees only tokens < b), so a settled prefix stays settled and
 K >= B-1 passes reach the sequential greedy decode.
@@ -18,6 +20,7 @@ K >= B-1 passes reach the sequential greedy decode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Mapping
 
@@ -85,6 +88,7 @@ class XPressRefinerHead(nn.Module):
         self.w2 = nn.Linear(r, vocab_size, bias=False)
         self._scratch: dict | None = None
         self._fused_buf: dict | None = None
+        self._sides: dict[int, torch.cuda.Stream] = {}
         self._mix_L_loaded = False
 
     # -- buffers ------------------------------------------------------------------------------
@@ -99,6 +103,20 @@ class XPressRefinerHead(nn.Module):
                 "bias": torch.empty(rows, self.vocab_size, dtype=dtype, device=device),
             }
         return self._scratch
+
+    def _side_stream(self, device: torch.device) -> torch.cuda.Stream | None:
+        """The stream a draft step's start runs on beside the hidden cache: only while a CUDA
+        graph is captured, where the fork and join cost nothing at replay.  Launched eagerly a
+        step at small N is bound by the host's launches (H200: 310-440 us of launches against
+        86-270 us of GPU work at N = 1), so overlapping GPU work gains nothing there and the
+        fork's event record and wait would only add host work."""
+        if device.type != "cuda" or torch.compiler.is_compiling() or not torch.cuda.is_current_stream_capturing():
+            return None
+        index = torch.cuda.current_device() if device.index is None else device.index
+        side = self._sides.get(index)
+        if side is None:
+            side = self._sides[index] = torch.cuda.Stream(index)
+        return side
 
     @torch.no_grad()
     def process_weights_after_loading(self) -> None:
@@ -266,11 +284,14 @@ class XPressRefinerHead(nn.Module):
         r = self.rank
         rows = N * (B - 1)
         slots = base_logits_full[:, 1:, :]  # read in place: [N, B-1, V] view
-        hcache = self.hidden_cache(h_full)
-        xh = torch.mm(hcache.reshape(N * B, -1), buf["whc_t"]).view(N, B, r)
         blk = torch.empty(N, B, dtype=torch.long, device=base_logits_full.device)
-        blk[:, 0] = anchor_ids
-        step = dict(blk=blk, tok_am1=tok_am1_ids, xh=xh, slots=slots, N=N, rows=rows)
+        step = dict(blk=blk, tok_am1=tok_am1_ids, slots=slots, N=N, rows=rows)
+        # The starting tokens (and on the top-C path the candidates) need only the base logits:
+        # in a captured CUDA graph they run on a side stream, beside the hidden cache's GEMMs on
+        # this one, and this stream waits for them before the passes (a fork and a join).
+        side = self._side_stream(slots.device)
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream(slots.device))
         if self.topc:
             # Candidates and their base logits once per step (one topc_select launch, which
             # also writes the starting argmax into blk); each pass then reads the candidates' C
@@ -280,17 +301,24 @@ class XPressRefinerHead(nn.Module):
             c = min(self.topc, V)
             base_c = torch.empty(N, B - 1, c, dtype=slots.dtype, device=slots.device)
             cand = torch.empty(N, B - 1, c, dtype=torch.long, device=slots.device)
-            ops.topc_select(slots, c, base_c, cand, blk)
+            with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+                ops.topc_select(slots, c, base_c, cand, blk)
             step.update(
                 base_c=base_c,
                 cand=cand,
                 bias_c=torch.empty(N, B - 1, c, dtype=self.w2.weight.dtype, device=slots.device),
-                lat=torch.empty(N, B - 1, r, dtype=xh.dtype, device=xh.device),
+                lat=torch.empty(N, B - 1, r, dtype=h_full.dtype, device=h_full.device),
             )
         else:
-            blk[:, 1:] = slots.argmax(dim=-1)
-            sc = self._scratch_buffers(xh.dtype, xh.device)
+            with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+                blk[:, 1:] = slots.argmax(dim=-1)
+            sc = self._scratch_buffers(h_full.dtype, h_full.device)
             step.update(lat=sc["lat"][:N], bias=sc["bias"][:rows])
+        blk[:, 0] = anchor_ids
+        hcache = self.hidden_cache(h_full)
+        step["xh"] = torch.mm(hcache.reshape(N * B, -1), buf["whc_t"]).view(N, B, r)
+        if side is not None:
+            torch.cuda.current_stream(slots.device).wait_stream(side)
         return step
 
     def jacobi_pass(self, step: dict) -> None:
@@ -300,8 +328,11 @@ class XPressRefinerHead(nn.Module):
         buf = self._fused_buf
         rows, r = step["rows"], self.rank
         blk, lat = step["blk"], step["lat"]
+        # prefetch_weights: nothing a step runs writes the fused weights (a reload happens
+        # between steps), so the kernel may copy them before the kernels ahead of it finish.
         ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
-                        buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"])
+                        buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"], do_mlp=True,
+                        prefetch_weights=True)
         if "cand" in step:
             # Every other pass walks the candidates' rows from the last: it starts on the rows
             # the pass before read last, still in L2 (same bits either way).

@@ -24,9 +24,17 @@ def latent_pass(
     wu_t: torch.Tensor,
     wd_t: torch.Tensor,
     do_mlp: bool = True,
+    prefetch_weights: bool = False,
 ) -> None:
-    """Latent stage of one Jacobi pass; writes ``lat_out[n, b-1, :]`` for slots b >= 1."""
-    _ops.latent_pass.default(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp)
+    """Latent stage of one Jacobi pass; writes ``lat_out[n, b-1, :]`` for slots b >= 1.
+
+    ``prefetch_weights`` lets the CUDA kernel (cluster variant, sm_90) copy its slices of
+    ``wlat_t``, ``mix_kjc``, ``wg_t``, ``wu_t`` and ``wd_t`` before it waits for the kernels ahead
+    of it on the stream (programmatic dependent launch), so the copies overlap them.  Pass True
+    only when no kernel queued before this one writes those weights -- weights constant over a
+    draft step, as in XPressRefinerHead.  Same bits either way; the CPU ignores it."""
+    _ops.latent_pass.default(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp,
+                             prefetch_weights)
 
 
 def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor, blk: torch.Tensor) -> None:
@@ -114,7 +122,8 @@ def sconv_seq_metadata(
 
 # Fake kernels: ops that only write into caller buffers need no output for tracing.
 @torch.library.register_fake("xpress_ext::latent_pass")
-def _latent_pass_fake(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp=True):
+def _latent_pass_fake(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp=True,
+                      prefetch_weights=False):
     return None
 
 

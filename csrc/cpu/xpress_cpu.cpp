@@ -137,7 +137,8 @@ int64_t row_argmax(const T* a, const T* c, int64_t len) {
 void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
                      at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                      const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
-                     const at::Tensor& wd_t, bool do_mlp) {
+                     const at::Tensor& wd_t, bool do_mlp,
+                     bool /*prefetch_weights: a scheduling hint for the CUDA kernel; same results*/) {
   const LatentDims d =
       check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
   if (d.N == 0 || d.B <= 1) return;

@@ -255,7 +255,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                         const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
                         const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                         const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t,
-                        bool do_mlp) {
+                        bool do_mlp, bool prefetch_weights) {
   const int device = blk.get_device();
   const int R = static_cast<int>(d.R), H = static_cast<int>(d.H), B = static_cast<int>(d.B);
   const LatentPlan<T> plan = plan_latent_pass<T>(d.N, B, R, H, device);
@@ -303,6 +303,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                   rows_vectorizable(wd_t, {wd_t.stride(0)});
   a.vec_mix = whole_r && rows_vectorizable(mix_kjc, {mix_kjc.stride(0), mix_kjc.stride(1)});
   a.vec_xh = whole_r && rows_vectorizable(xh, {xh.stride(0), xh.stride(1)});
+  a.prefetch_weights = prefetch_weights;
   a.t = plan.tiling;
 
   if (plan.rows_mt > 0) {
@@ -437,6 +438,7 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
   a.bm1 = d.Bm1;
   a.C = d.C;
   a.warps_per_row = d.C > 1024 ? k::kTopcWarps : 1;
+  a.trigger_first = rows <= k::kTopcTriggerFirstRows;
   const int64_t rows_per_cta = k::kTopcWarps / a.warps_per_row;
   const int64_t grid = (rows + rows_per_cta - 1) / rows_per_cta;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(blk.get_device()).stream();
@@ -617,7 +619,7 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
 void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
                       at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                       const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
-                      const at::Tensor& wd_t, bool do_mlp) {
+                      const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights) {
   const LatentDims d =
       check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
@@ -625,7 +627,7 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
   if (validate_enabled()) check_latent_ids(d, blk, tok_am1);
   XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", __nv_bfloat16, __half, float, [&] {
     launch_latent_pass<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
-                                 wd_t, do_mlp);
+                                 wd_t, do_mlp, prefetch_weights);
   });
 }
 

@@ -212,11 +212,26 @@ __device__ __forceinline__ void cluster_wait() {
 // the kernel before it has completed and its writes are visible (a no-op when it was launched
 // without the attribute); launch_dependents then lets the next kernel be scheduled, whose own
 // wait holds it until this grid completes.  Triggering after the wait keeps at most two grids
-// of a chain resident.
+// of a chain resident (three behind the top-C argmax, below).
 __device__ __forceinline__ void grid_dependency_sync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// The same wait, with the next kernel let in first: the top-C argmax up to kTopcTriggerFirstRows
+// rows, whose next kernel in the head is the next pass's latent kernel, which copies its weights
+// before its own wait (prefetch_weights).  That grid is then scheduled as soon as this one is
+// resident, while the gather GEMV before this one still runs, instead of once this one's wait
+// has returned (H200, top-C draft step: 85.6-86.9 against 90.2-93.5 us at N = 1, 375.8-377.0
+// against 379.0-379.2 at N = 32; RESULTS.md).  Its wait still holds it until this grid
+// completes, which is after this grid's own wait.  The same for add+argmax ahead of the full
+// path's latent kernel measured no change, so it keeps the plain order.
+__device__ __forceinline__ void grid_dependency_sync_trigger_first() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
 

@@ -158,6 +158,7 @@ struct LatentArgs {
   bool vec_weights;  // 16-byte copies of the weight slices are legal
   bool vec_mix;      // ... of the mixer slice
   bool vec_xh;       // ... of the hidden-cache slice
+  bool prefetch_weights;  // weight copies issued before the grid-dependency wait
   LatentTiling t;
 };
 
@@ -307,7 +308,7 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 template <typename T, int kB = 0, int kR = 0, int kH = 0, int kCluster = 0>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_pass_kernel(const __grid_constant__ LatentArgs<T> p) {
-  grid_dependency_sync();  // before any global access (common.cuh)
+  if (!p.prefetch_weights) grid_dependency_sync();  // see below
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
@@ -398,14 +399,38 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
   };
-  if (emb_fast) emb_tokens(cluster_id);
-
   // Resident slices, once per CTA: W_lat and the mixer join the first group's copy group; the
   // MLP weights follow in two later groups so that they land while phase 1 / phase 2 run.
-  load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, R,
-            R - c_base, p.vec_weights);
-  load_rows(s_mix, t.rc, p.mix + c_base, p.mix, MixerRows{B, p.mix_sk, p.mix_sj}, B * B,
-            t.rc, B * B, R - c_base, p.vec_mix);
+  auto load_resident = [&]() {
+    load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, R,
+              R - c_base, p.vec_weights);
+    load_rows(s_mix, t.rc, p.mix + c_base, p.mix, MixerRows{B, p.mix_sk, p.mix_sj}, B * B,
+              t.rc, B * B, R - c_base, p.vec_mix);
+  };
+  auto load_mlp = [&]() {
+    load_rows(s_wg, t.ld_wgu, p.wg + h_base, p.wg, StridedRows{p.wg_s}, t.kr, t.hc, R,
+              H - h_base, p.vec_weights);
+    load_rows(s_wu, t.ld_wgu, p.wu + h_base, p.wu, StridedRows{p.wu_s}, t.kr, t.hc, R,
+              H - h_base, p.vec_weights);
+    cp_async_commit();
+    load_rows(s_wd, t.ld_wd, p.wd + c_base, p.wd, StridedRows{p.wd_s}, t.kh, t.rc, H,
+              R - c_base, p.vec_weights);
+    cp_async_commit();
+  };
+  // The grid-dependency wait (common.cuh) comes before any global access, except with
+  // prefetch_weights: the caller promises that no kernel ahead of this one on the stream writes
+  // the weights, so their copies are issued first and land while the kernels before this one
+  // finish (programmatic dependent launch lets this grid start during their tail).  The wait
+  // then comes before anything else is read.
+  const bool early = p.prefetch_weights;
+  if (early) {
+    load_resident();
+    cp_async_commit();
+    if (p.do_mlp) load_mlp();
+    grid_dependency_sync();
+  }
+  if (emb_fast) emb_tokens(cluster_id);
+  if (!early) load_resident();
 
   XPRESS_LATENT_MARK(1);
   bool first = true;
@@ -421,22 +446,13 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
               t.rc, valid_rows, R - c_base, p.vec_xh);
     cp_async_commit();
     if (emb_fast) emb_load();  // ahead of the MLP weights' copies (measured: 0.2-0.8 us at N <= 32)
-    if (first && p.do_mlp) {
-      load_rows(s_wg, t.ld_wgu, p.wg + h_base, p.wg, StridedRows{p.wg_s}, t.kr, t.hc, R,
-                H - h_base, p.vec_weights);
-      load_rows(s_wu, t.ld_wgu, p.wu + h_base, p.wu, StridedRows{p.wu_s}, t.kr, t.hc, R,
-                H - h_base, p.vec_weights);
-      cp_async_commit();
-      load_rows(s_wd, t.ld_wd, p.wd + c_base, p.wd, StridedRows{p.wd_s}, t.kh, t.rc, H,
-                R - c_base, p.vec_weights);
-      cp_async_commit();
-    }
+    if (first && p.do_mlp && !early) load_mlp();
     if (emb_fast) {
       emb_store();
       emb_tokens(g + num_clusters);
     }
     XPRESS_LATENT_MARK(2);
-    if (first && p.do_mlp) {
+    if (first && p.do_mlp && !early) {
       cp_async_wait<2>();
     } else {
       cp_async_wait<0>();
