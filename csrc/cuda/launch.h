@@ -6,10 +6,10 @@
 // hides behind that kernel's tail instead of adding to it.  It is safe because every kernel of
 // this package starts with kernels::grid_dependency_sync() (csrc/kernels/common.cuh):
 // griddepcontrol.wait holds the grid, before it reads or writes global memory, until the
-// previous kernel has completed and its writes are visible.  (The one exception: latent_pass
-// with prefetch_weights copies its weights first, on the caller's promise that no kernel ahead
-// of it writes them.)  A kernel that precedes ours need
-// not know about PDL; one that follows ours without the attribute waits as usual.
+// previous kernel has completed and its writes are visible (the top-C argmax lets the next
+// kernel in first, then waits the same way).  The one exception: latent_pass with
+// prefetch_weights copies its weights first, on the caller's promise that no kernel ahead of it
+// writes them.  A kernel before ours need not know about PDL; one after ours without it waits.
 //
 // XPRESS_EXT_PDL=0 launches without the attribute (for A/B benchmarks; read once per process,
 // anything but 0 or 1 is an error).
