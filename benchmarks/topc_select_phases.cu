@@ -5,7 +5,7 @@
 //
 //   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/topc_select_phases.cu -o /tmp/phases && \
-//        /tmp/phases ROWS C [SPLITS [GRID_Y]]
+//        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS]]]   (THREADS: 512 wide, 256 narrow)
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -26,6 +26,11 @@ int main(int argc, char** argv) {
   const int64_t c = argc > 2 ? std::atoll(argv[2]) : 512;
   const int splits = argc > 3 ? std::atoi(argv[3]) : 2;
   const int64_t grid_y = argc > 4 ? std::atoll(argv[4]) : std::min<int64_t>(rows, 65535);
+  const int threads = argc > 5 ? std::atoi(argv[5]) : 512;
+  if (threads != 512 && threads != 256) {
+    std::fprintf(stderr, "THREADS must be 512 or 256\n");
+    return 2;
+  }
   const int64_t V = 151936;
   using T = __nv_bfloat16;
   T *x, *vals;
@@ -48,10 +53,13 @@ int main(int argc, char** argv) {
   a.bm1 = 1;
   a.vocab = V;
   a.c = c;
-  a.slice = ((V + splits - 1) / splits + k::kSelChunk - 1) / k::kSelChunk * k::kSelChunk;
-  const size_t smem = k::topc_select_smem(a.slice);
-  auto kernel = k::topc_select_kernel<T, true>;
+  const int chunk = threads == 256 ? k::SelNarrow::kChunk : k::SelWide::kChunk;
+  a.slice = ((V + splits - 1) / splits + chunk - 1) / chunk * chunk;
+  const size_t smem = threads == 256 ? k::SelNarrow::smem(a.slice) : k::SelWide::smem(a.slice);
+  auto kernel = threads == 256 ? k::topc_select_kernel<T, true, 256> : k::topc_select_kernel<T, true, 512>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int per_sm = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -59,7 +67,7 @@ int main(int argc, char** argv) {
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
   cfg.gridDim = dim3(splits, (unsigned)grid_y);
-  cfg.blockDim = dim3(k::kSelThreads);
+  cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
@@ -95,8 +103,8 @@ int main(int argc, char** argv) {
   const int ctas = splits * (int)grid_y;
   std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
   CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
-  std::printf("rows=%lld c=%lld splits=%d grid_y=%lld: %.1f us (median), graph %.2f us, %d wrong ids/values  phase cycles mean/max:",
-              (long long)rows, (long long)c, splits, (long long)grid_y,
+  std::printf("[%d thr, %d/SM, %zu B smem] rows=%lld c=%lld splits=%d grid_y=%lld: %.1f us (median), graph %.2f us, %d wrong ids/values  phase cycles mean/max:",
+              threads, per_sm, smem, (long long)rows, (long long)c, splits, (long long)grid_y,
               tm.single_us, tm.graph_us, bad);
   const char* names[7] = {"P1stream", "tau", "count", "compact", "radix2", "scan", "emit"};
   for (int ph = 0; ph < 7; ++ph) {

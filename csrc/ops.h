@@ -50,6 +50,9 @@ void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
                              const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                       const std::optional<at::Tensor>& blk);
+// [splits (CTAs per row), threads per CTA (512 wide / 256 narrow), slice (elements per CTA),
+//  dynamic shared-memory bytes] of the topc_select launch for these sizes on this device.
+std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_t device);
 void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
                       bool reverse);

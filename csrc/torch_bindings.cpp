@@ -25,9 +25,11 @@ TORCH_LIBRARY(xpress_ext, m) {
       "sconv_seq_metadata(Tensor query_start_loc, int num_reqs, int num_actual_tokens, "
       "Tensor(a!) seq_idx_out, Tensor(b!) query_start_out, int? num_padded_tokens=None) -> ()");
 #ifdef XPRESS_EXT_WITH_CUDA
-  // Introspection, not a hot-path op: how latent_pass lays out a launch on a device.
+  // Introspection, not hot-path ops: how latent_pass lays out a launch on a device.
   m.def("latent_pass_plan(int N, int B, int R, int H, ScalarType dtype, int device) -> int[]",
         &xpress::latent_pass_plan);
+  // The same for topc_select: its CTAs per row and CTA shape.
+  m.def("topc_select_plan(int rows, int V, int c, int device) -> int[]", &xpress::topc_select_plan);
 #endif
 }
 

@@ -5,11 +5,28 @@ import math
 
 import pytest
 import torch
-from xpress_testing import DEVICES, DTYPE_IDS, DTYPES, V_FULL, bitwise_equal, blk_with_sentinel, gen, needs_cuda, rule_argmax
+from xpress_testing import (DEVICES, DTYPE_IDS, DTYPES, V_FULL, bitwise_equal, blk_with_sentinel, cuda_kernels_run, gen,
+                            needs_cuda, rule_argmax)
 
 import xpress_ext
 from xpress_ext import reference as ref
 
+
+
+@pytest.fixture(params=["default", "narrow"])
+def cta(request, monkeypatch):
+    """Each CUDA case also runs with topc_select's narrow CTA shape forced (256 threads,
+    128-element chunks of 16-element sub-chunks, 1,024-entry lists), which the default takes only
+    once the rows outnumber two CTAs per SM; at these tests' row counts the default is the wide
+    one (512 threads, 64-element chunks, 2,048-entry lists)."""
+    device = request.getfixturevalue("device") if "device" in request.fixturenames else "cuda"
+    if request.param == "narrow":
+        if device != "cuda":
+            pytest.skip("the CTA shape is the CUDA kernel's")
+        monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "narrow")
+    else:
+        monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    return request.param
 
 
 def rule_topc(row: torch.Tensor, c: int) -> list[int]:
@@ -49,7 +66,7 @@ def random_logits(shape, dtype, device, seed):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("V", [111, 100_003, V_FULL])
 @pytest.mark.parametrize("c", [1, 7, 512, "V-1", "V"])
-def test_parity(device, dtype, V, c):
+def test_parity(device, dtype, V, c, cta):
     c = {"V-1": V - 1, "V": V}.get(c, c)
     if c > V:
         pytest.skip("c > V is an error case (test_errors_leave_outputs_untouched)")
@@ -65,7 +82,7 @@ def test_parity(device, dtype, V, c):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("V,c", [(111, 7), (111, 110), (5000, 1), (5000, 512), (V_FULL, 512), (V_FULL, 7)])
 @pytest.mark.parametrize("distinct", [1, 3, 17])
-def test_heavy_ties(device, dtype, V, c, distinct):
+def test_heavy_ties(device, dtype, V, c, distinct, cta):
     """Few distinct values: the c-th value is shared by many ids; the lowest ids must win."""
     logits = torch.randint(0, distinct, (3, V), generator=gen(V * distinct + c)).to(dtype).to(device)
     values, ids = run(logits, c)
@@ -78,7 +95,7 @@ def test_heavy_ties(device, dtype, V, c, distinct):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("V", [111, 70_001])
-def test_nan_inf_zero(device, dtype, V):
+def test_nan_inf_zero(device, dtype, V, cta):
     g = gen(V)
     rows = torch.randn(6, V, generator=g)
     rows[0, torch.randperm(V, generator=g)[:5]] = float("nan")  # NaNs are the largest
@@ -103,7 +120,7 @@ def test_nan_inf_zero(device, dtype, V):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_fused_argmax(device, dtype):
+def test_fused_argmax(device, dtype, cta):
     """blk[n, 1 + b] = argmax of row n * (B - 1) + b (add_argmax_to_blk's rule with a zero bias);
     slot 0 and the outputs of the other rows are untouched."""
     N, B, V = 3, 5, 20_011
@@ -120,7 +137,7 @@ def test_fused_argmax(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_strided_views(device, dtype):
+def test_strided_views(device, dtype, cta):
     """The drafter's base_full[:, 1:, :] read in place, a row-padded 2-D view, a view whose rows
     are not 16-byte aligned, and strided output views."""
     N, B, V, c = 2, 4, 30_007, 100
@@ -144,21 +161,25 @@ def test_strided_views(device, dtype):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_sub_chunk_listing_limits(device, dtype):
-    """Rows aimed at the CUDA kernel's participant step (8-element sub-chunks listed by the top
-    16 bits of their max key, re-read, then compacted):
-    - 2,400 ids share the top value in 300 sub-chunks: few sub-chunks listed, more participants
-      than a CTA keeps (2,048), so the kernel falls back;
+def test_sub_chunk_listing_limits(device, dtype, cta):
+    """Rows aimed at the CUDA kernel's participant step (sub-chunks listed by the top 16 bits of
+    their max key, re-read, then compacted; 8-element sub-chunks and 2,048-entry lists in the
+    wide CTA, 16 and 1,024 in the narrow one):
+    - 2,400 ids share the top value in 300 8-element sub-chunks: few sub-chunks listed, more
+      participants than either CTA keeps, so the kernel falls back;
+    - 1,500 ids share the top value: more participants than the narrow CTA keeps (it falls
+      back), fewer than the wide one's (fast path);
     - every value within one 16-bit key prefix (distinct values for fp32): whole chunks listed
       by the kept bits, more than a CTA lists, with few participants;
     - a row-padded view with 16-byte aligned rows whose length leaves a tail that no 16-byte
       vector covers (for fp32 in the same sub-chunk as the last vector), holding the top values."""
     V, c = V_FULL, 512
     g = gen(31)
-    rows = torch.randn(3, V, generator=g) * 3
+    rows = torch.randn(4, V, generator=g) * 3
     s0 = V // 3 // 8 * 8
     rows[0, s0 : s0 + 2400] = 50.0
     rows[1] = 1.0 + torch.rand(V, generator=g) * (2.0**-8)  # key bits above 16: one prefix
+    rows[3, s0 + 8 : s0 + 1508] = 40.0
     logits = rows.to(dtype).to(device)
     for cc in (c, 7):
         values, ids = run(logits, cc)
@@ -248,21 +269,56 @@ def test_compile_fullgraph(device):
 
 @needs_cuda
 @pytest.mark.parametrize("rows,V", [(6, V_FULL), (40, V_FULL), (300, V_FULL), (3, 600_000), (2, 2_000_000)])
-def test_cuda_cluster_sizes(rows, V):
+def test_cuda_cluster_sizes(rows, V, cta):
     """Shapes for which the launcher's rule picks clusters of 4, 2 and 1 CTAs per row on an
-    H200 (132 SMs: up to 4 while rows * CTAs <= SMs), and vocabularies that need 4 and 8 (a
-    CTA's slice holds at most 262,144 elements).  The test checks the results; which size was
-    launched is not visible from Python (on another GPU the first three may get other sizes)."""
+    H200 (132 SMs: up to 4 while rows * CTAs <= SMs; 300 rows also take the narrow CTA), and
+    vocabularies that need 4 and 8 (a CTA's slice holds at most 262,144 elements).  The
+    launched kernel is the one topc_select_plan names."""
     logits = random_logits((rows, V), torch.bfloat16, "cuda", rows)
     blk = blk_with_sentinel(rows, 2, "cuda")
-    values, ids = run(logits, 512, blk=blk)
+    splits, threads, _, _ = torch.ops.xpress_ext.topc_select_plan(rows, V, 512, 0)
+    assert splits >= -(-V // 262_144)
+    (values, ids), names = cuda_kernels_run(lambda: run(logits, 512, blk=blk))
     assert_selected(logits, 512, values, ids)
     assert torch.equal(blk[:, 1].cpu(), logits.float().argmax(-1).cpu())
+    if names is not None:
+        want = f"topc_select_kernel<__nv_bfloat16, true, {threads}>"
+        assert [n for n in names if "topc_select_kernel" in n] == [n for n in names if want in n] != [], (want, names)
+
+
+@needs_cuda
+def test_cuda_plan(monkeypatch):
+    """The CTA shape: narrow (256 threads) once rows * CTAs per row exceed two per SM and c fits
+    the narrow fast path (c <= the row's 128-element chunks), wide (512) otherwise;
+    XPRESS_EXT_TOPC_CTA forces either and rejects other names.  Slices are whole chunks and the
+    dynamic shared memory fits four narrow or two wide CTAs on an SM."""
+    monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    V = 151_936  # the canonical vocabulary also under the sanitizer (a plan allocates nothing)
+    plan = lambda rows, c=512: torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)
+    many = 2 * sms + 1
+    assert plan(2 * sms)[1] == 512 and plan(many)[1] == 256
+    assert plan(many, c=-(-V // 128))[1] == 256 and plan(many, c=-(-V // 128) + 1)[1] == 512
+    assert plan(1)[0] >= 2 and plan(1)[1] == 512  # one row: a cluster of wide CTAs
+    for rows, c in ((1, 512), (many, 512), (many, 4000)):
+        splits, threads, slice_, smem = plan(rows, c)
+        chunk = 128 if threads == 256 else 64
+        assert slice_ % chunk == 0 and slice_ * splits >= V > slice_ * (splits - 1)
+        assert smem * (4 if threads == 256 else 2) <= 228 * 1024 - 8 * 1024
+    monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "narrow")
+    assert plan(1)[1] == 256 and plan(many, c=4000)[1] == 256
+    monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "wide")
+    assert plan(many)[1] == 512
+    monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "fastest")
+    with pytest.raises(ValueError, match="XPRESS_EXT_TOPC_CTA"):
+        plan(1)
+    with pytest.raises(ValueError, match="XPRESS_EXT_TOPC_CTA"):
+        run(torch.zeros(2, 100, device="cuda"), 3)
 
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_cuda_deterministic(dtype):
+def test_cuda_deterministic(dtype, cta):
     """Bitwise the same outputs over repeated runs, on tied data where an atomic-ordered
     compaction would shuffle positions."""
     logits = torch.randint(0, 3, (8, V_FULL), generator=gen(9)).to(dtype).cuda()
@@ -274,7 +330,7 @@ def test_cuda_deterministic(dtype):
 
 
 @needs_cuda
-def test_cuda_graph_replay():
+def test_cuda_graph_replay(cta):
     N, B, V, c = 4, 16, V_FULL, 512
     full = torch.zeros(N, B, V, dtype=torch.bfloat16, device="cuda")
     values = torch.empty(N, B - 1, c, dtype=torch.bfloat16, device="cuda")

@@ -495,10 +495,43 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   // 44.8 / 61.9 with 1 / 2 -- so: the most CTAs per row, up to 4, with rows * splits <= SMs.
   constexpr int kPreferredMaxSplits = 4;
   while (splits < needed || (splits < kPreferredMaxSplits && rows * splits * 2 <= prop->multiProcessorCount &&
-                             V / (splits * 2) >= 8LL * k::kSelThreads)) {
+                             V / (splits * 2) >= 8LL * k::SelWide::kCtaThreads)) {
     splits *= 2;
   }
   return splits;
+}
+
+// How one topc_select launch is laid out: CTAs per row and the CTA shape (topc_select.cuh).
+struct TopcSelectPlan {
+  int splits;
+  int threads;  // 512 (wide) or 256 (narrow)
+  int64_t slice;
+  size_t smem;
+};
+
+// The narrow shape once the wide grid (two CTAs per SM) would take more than one wave, if c fits
+// its fast path (c <= the row's 128-element chunks).  H200, bf16, V = 151,936, C = 512, graph
+// replay: wide / narrow 36.4 / 43.0 µs at 240 rows, 58.9 / 48.3 at 300, 71.7 / 60.1 at 480,
+// 486.4 / 430.9 at 3840 (benchmarks/topc_select_phases.cu).  XPRESS_EXT_TOPC_CTA=wide|narrow
+// forces a shape (benchmarks and tests; read per call).
+TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, const cudaDeviceProp* prop) {
+  TopcSelectPlan plan{};
+  plan.splits = topc_select_splits(rows, V, prop);
+  const int64_t slice = (V + plan.splits - 1) / plan.splits;
+  const int64_t narrow_chunks = (V + k::SelNarrow::kChunk - 1) / k::SelNarrow::kChunk;
+  bool narrow = rows * plan.splits > static_cast<int64_t>(k::SelWide::kMinBlocks) * prop->multiProcessorCount &&
+                c <= narrow_chunks;
+  const char* forced = std::getenv("XPRESS_EXT_TOPC_CTA");
+  if (forced != nullptr && *forced != '\0') {
+    const std::string f(forced);
+    TORCH_CHECK_VALUE(f == "wide" || f == "narrow", "XPRESS_EXT_TOPC_CTA must be wide or narrow; got '", f, "'");
+    narrow = f == "narrow";
+  }
+  plan.threads = narrow ? 256 : 512;
+  const int chunk = narrow ? k::SelNarrow::kChunk : k::SelWide::kChunk;
+  plan.slice = (slice + chunk - 1) / chunk * chunk;
+  plan.smem = narrow ? k::SelNarrow::smem(plan.slice) : k::SelWide::smem(plan.slice);
+  return plan;
 }
 
 template <typename T>
@@ -507,7 +540,7 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
   const int device = logits.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.N * d.Bm1;
-  const int splits = topc_select_splits(rows, d.V, prop);
+  const TopcSelectPlan plan = plan_topc_select(rows, d.V, d.c, prop);
   k::TopcSelectArgs<T> a{};
   a.logits = cptr<T>(logits);
   a.l_sn = d.logits.sn;
@@ -527,24 +560,23 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
   a.bm1 = d.Bm1;
   a.vocab = d.V;
   a.c = d.c;
-  a.slice = (d.V + splits - 1) / splits;
-  a.slice = (a.slice + k::kSelChunk - 1) / k::kSelChunk * k::kSelChunk;
-  const size_t smem = k::topc_select_smem(a.slice);
+  a.slice = plan.slice;
   const bool vec = rows_vectorizable(logits, {d.logits.sn, d.logits.sb});
-  auto kernel = vec ? k::topc_select_kernel<T, true> : k::topc_select_kernel<T, false>;
+  auto kernel = plan.threads == 256 ? (vec ? k::topc_select_kernel<T, true, 256> : k::topc_select_kernel<T, false, 256>)
+                                    : (vec ? k::topc_select_kernel<T, true, 512> : k::topc_select_kernel<T, false, 512>);
   {  // raise the kernel's dynamic shared-memory limit to the largest slice's, once per device
     static std::mutex mu;
     static std::map<std::pair<const void*, int>, bool> raised;
     std::lock_guard<std::mutex> lock(mu);
     bool& done = raised[{reinterpret_cast<const void*>(kernel), device}];
     if (!done) {
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(k::topc_select_smem(k::kSelMaxSlice))));
+      const size_t most = plan.threads == 256 ? k::SelNarrow::smem(k::kSelMaxSlice) : k::SelWide::smem(k::kSelMaxSlice);
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most)));
       done = true;
     }
   }
-  launch_kernel(kernel, dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
-                dim3(k::kSelThreads), smem, at::cuda::getCurrentCUDAStream(device).stream(), splits, a);
+  launch_kernel(kernel, dim3(plan.splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
+                dim3(plan.threads), plan.smem, at::cuda::getCurrentCUDAStream(device).stream(), plan.splits, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -644,6 +676,14 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
                                 p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles,
                                 p.fixed ? 1 : 0};
   });
+}
+
+std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_t device) {
+  TORCH_CHECK_VALUE(rows >= 1 && V >= 1 && c >= 1 && c <= V, "topc_select_plan: need rows >= 1 and "
+                    "1 <= c <= V; got rows=", rows, " V=", V, " c=", c);
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+  const TopcSelectPlan p = plan_topc_select(rows, V, c, at::cuda::getDeviceProperties(static_cast<int>(device)));
+  return std::vector<int64_t>{p.splits, p.threads, p.slice, static_cast<int64_t>(p.smem)};
 }
 
 void add_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk) {

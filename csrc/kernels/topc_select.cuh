@@ -2,26 +2,28 @@
 // first in the stable descending order of argmax_key.h (NaN largest, -0 == +0, ties to the
 // lowest id), written in ascending id order, with the row's argmax optionally into blk.
 //
-// One row per cluster of `splits` CTAs (1..8), each CTA owning a contiguous slice of the row,
-// 512 threads.  Keys are argmax_key's 32-bit keys; selections are radix selects over 8-bit
-// digits from the top (bits that the dtype leaves constant are skipped: 2 passes for bf16, 3
-// for fp16, 4 for fp32, fewer when a digit's bin holds exactly what is still needed).  Each
-// CTA builds a 256-bin histogram in shared memory; one warp sums the cluster's histograms
-// through distributed shared memory (coalesced 16-byte reads) and finds the bin.
+// One row per cluster of `splits` CTAs (1..8), each CTA owning a contiguous slice of the row;
+// CTAs of 512 or 256 threads (SelShape below: chunks of 64 or 128 elements, each of 8
+// sub-chunks of 8 or 16 elements).  Keys are argmax_key's 32-bit keys; selections are radix
+// selects over 8-bit digits from the top (bits that the dtype leaves constant are skipped: 2
+// passes for bf16, 3 for fp16, 4 for fp32, fewer when a digit's bin holds exactly what is still
+// needed).  Each CTA builds a 256-bin histogram in shared memory; one warp sums the cluster's
+// histograms through distributed shared memory (coalesced 16-byte reads) and finds the bin.
 //   1. Stream the slice once from HBM (16-byte loads, kSelUnroll per thread in flight): per
-//      64-element chunk its max key, and per 8-element sub-chunk the top 16 bits of its max key
-//      (a NaN-propagating max over each vector, one key per vector, shuffles across the lanes of
-//      a sub-chunk, then of a chunk) -- about one instruction per element.
-//   2. tau = the c-th largest chunk max (a radix select over the ~V/64 chunk maxima): at least c
+//      chunk its max key, and per sub-chunk the top 16 bits of its max key (a NaN-propagating
+//      max over each vector, one key per vector, shuffles across the lanes of a sub-chunk, then
+//      of a chunk) -- about one instruction per element.
+//   2. tau = the c-th largest chunk max (a radix select over the chunk maxima): at least c
 //      elements have key >= tau, so no element below tau can be in the top c.
-//   3. Participants (key >= tau, typically c plus a few %): the sub-chunks whose kept bits reach
-//      tau's, in chunks whose max reaches tau (a superset of the sub-chunks holding one), are
-//      listed in id order (block scan).  A thread per listed sub-chunk re-reads its 8 elements
-//      (one or two 16-byte loads; typically about c sub-chunks, so one round of loads for the
-//      CTA) and keeps an 8-bit mask of the participants; a second block scan places them, in
-//      id order, in shared memory.
+//   3. Participants (key >= tau, typically c plus a few tens of %): the sub-chunks whose kept
+//      bits reach tau's, in chunks whose max reaches tau (a superset of the sub-chunks holding
+//      one), are listed in id order (block scan).  A thread per listed sub-chunk re-reads it
+//      (one to four 16-byte loads; typically about c sub-chunks, so one or two rounds of loads
+//      for the CTA) and keeps a bit mask of its participants; a second block scan places them,
+//      in id order, in shared memory, with their values.
 //   4. The exact top c of the participants (radix select over them), then a block scan gives
-//      each its output position (ascending id) and the values are re-read from the row.
+//      each its output position (ascending id); the values come from shared memory (on the
+//      fallback below, from the row).
 // When c exceeds the number of chunks, or some CTA lists more sub-chunks or keeps more
 // participants than its buffers hold (rows of few distinct values), steps 3-4 fall back to the
 // same radix select and emit over the whole slice, chunk by chunk (chunks whose max cannot
@@ -42,32 +44,69 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kSelThreads = 512;
-constexpr int kSelWarps = kSelThreads / 32;
 constexpr int kSelBins = 256;  // 8-bit digits
-constexpr int kSelChunk = 64;  // elements summarised by one max key (one bit each in a mask)
-constexpr int kSelMaxChunksPerThread = 8;
-constexpr int kSelMaxChunks = kSelThreads * kSelMaxChunksPerThread;
-constexpr int64_t kSelMaxSlice = static_cast<int64_t>(kSelMaxChunks) * kSelChunk;
 constexpr int kSelMaxSplits = 8;
-// Tuning knobs (benchmarks/topc_select_phases.cu builds variants).  Measured on the H200 (bf16,
-// V = 151,936, C = 512): two CTAs per SM (64 registers, 4 loads in flight in the stream) beat one
-// CTA with 128 registers by 1.3x at 480 and 3840 rows -- one CTA's selection phases overlap the
-// other's stream -- and tie with it at 15 and 60 rows.
-#ifndef XPRESS_SEL_MIN_BLOCKS
-#define XPRESS_SEL_MIN_BLOCKS 2
-#endif
+constexpr int kSelMaxChunksPerThread = 8;
 #ifndef XPRESS_SEL_UNROLL
 #define XPRESS_SEL_UNROLL 4
 #endif
-constexpr int kSelUnroll = XPRESS_SEL_UNROLL;
-constexpr int kSelCap = 2048;  // participants a CTA keeps on the fast path
-constexpr int kSelSub = 8;               // elements per sub-chunk (16 bytes of a 16-bit dtype)
-constexpr int kSelSubsPerChunk = kSelChunk / kSelSub;
-constexpr int kSelListCap = 2048;  // sub-chunks a CTA lists on the fast path
-constexpr int kSelSubBatch = 2;    // listed sub-chunks whose loads a thread issues together
-// Shared memory of the selection steps' lists (a multiple of 16 bytes).
-constexpr size_t kSelLists = ((2 * kSelCap + kSelListCap) * sizeof(uint32_t) + kSelListCap + 15) / 16 * 16;
+constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in flight in the stream
+constexpr int kSelSubBatch = 2;  // listed sub-chunks whose loads a thread issues together
+
+// The two CTA shapes (benchmarks/topc_select_phases.cu builds both; H200, bf16, V = 151,936,
+// C = 512, graph replay, 2026-11-30).  Wide: 512 threads, two CTAs per SM (64 registers; one
+// CTA with 128 registers was 1.3x slower at 480 and 3840 rows and tied at 15 and 60), 64-element
+// chunks.  Narrow: 256 threads, four CTAs per SM, 128-element chunks and half the lists, so four
+// fit in shared memory (42 KB against the wide CTA's 82 KB at one CTA per row).  Once the rows
+// outnumber two CTAs per SM the narrow shape keeps more rows in flight, one's selection steps
+// overlapping the others' streams: 60.1 / 118.2 / 430.9 µs at 480 / 960 / 3840 rows against
+// 71.7 / 138.1 / 486.4, but 43.0 against 36.4 at 240 rows (the wide grid is then one wave).
+// Also measured for the narrow CTA: 64-element chunks (61 KB, three per SM: 89.0 µs at 480
+// rows), five per SM (48 registers, spills: 80.7), 6 or 8 loads in flight (63.9 / 76.7), 3 or 4
+// listed sub-chunks' loads at once (64.8 / 67.8), the listed sub-chunks prefetched to L1 or L2
+// while they are counted (62.1 / 62.1; 447.4 / 447.3 at 3840 rows against 433.0).  Keeping the
+// participants' values in shared memory instead of re-reading them for the writes: 59.1 / 115.4
+// / 419.9 against 60.4 / 118.3 / 433.0 (the emit step 1.9 K cycles instead of 6.4 K at 3840).
+template <int kThreads>
+struct SelShape;
+template <>
+struct SelShape<512> {
+  static constexpr int kChunk = 64, kCap = 2048, kMinBlocks = 2;
+};
+template <>
+struct SelShape<256> {
+  static constexpr int kChunk = 128, kCap = 1024, kMinBlocks = 4;
+};
+template <int kThreads>
+struct Sel : SelShape<kThreads> {
+  using Shape = SelShape<kThreads>;
+  static_assert(kThreads >= kSelBins && kThreads % 32 == 0, "a thread per histogram bin");
+  static constexpr int kCtaThreads = kThreads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kChunk = Shape::kChunk;  // elements summarised by one max key
+  static constexpr int kSubsPerChunk = 8;        // a chunk's sub-chunk maxima are one uint4
+  static constexpr int kSub = kChunk / kSubsPerChunk;  // elements per sub-chunk
+  static constexpr int kCap = Shape::kCap;      // participants a CTA keeps / sub-chunks it lists
+  static constexpr int kMaxChunks = kThreads * kSelMaxChunksPerThread;
+  static constexpr int64_t kMaxSlice = static_cast<int64_t>(kMaxChunks) * kChunk;
+  using Mask = std::conditional_t<(kSub > 8), uint16_t, uint8_t>;  // a listed sub-chunk's participants
+  // Shared memory of the selection steps' lists (a multiple of 16 bytes).
+  static constexpr size_t kLists = (4 * kCap * sizeof(uint32_t) + kCap * sizeof(Mask) + 15) / 16 * 16;
+  // Dynamic shared memory: the participants' keys, ids and values (a 4-byte slot each), the
+  // list of sub-chunks that reach tau and their masks; then per chunk of the slice its max key (a multiple of 4 of them, so
+  // what follows is 16-byte aligned) and its sub-chunks' kept bits (16-bit each).
+  __host__ __device__ static constexpr int64_t chunk_slots(int64_t slice) {
+    return ((slice + kChunk - 1) / kChunk + 3) / 4 * 4;
+  }
+  __host__ __device__ static constexpr size_t smem(int64_t slice) {
+    return kLists + static_cast<size_t>(chunk_slots(slice)) * sizeof(uint32_t) +
+           static_cast<size_t>(chunk_slots(slice)) * kSubsPerChunk * sizeof(uint16_t);
+  }
+};
+using SelWide = Sel<512>;
+using SelNarrow = Sel<256>;
+static_assert(SelWide::kMaxSlice == SelNarrow::kMaxSlice, "one split rule for both shapes");
+constexpr int64_t kSelMaxSlice = SelWide::kMaxSlice;
 
 template <typename T>
 struct TopcSelectArgs {
@@ -80,19 +119,8 @@ struct TopcSelectArgs {
   int64_t* blk;  // nullptr: no fused argmax
   int64_t blk_sn, blk_sb;
   int64_t rows, bm1, vocab, c;
-  int64_t slice;  // elements per CTA of a row's cluster: a multiple of kSelChunk, <= kSelMaxSlice
+  int64_t slice;  // elements per CTA of a row's cluster: a multiple of the chunk, <= kSelMaxSlice
 };
-
-// Dynamic shared memory: the participants' keys and ids, the list of sub-chunks that reach tau
-// and their masks (8-bit); then per chunk of the slice its max key (a multiple of 4 of them, so
-// what follows is 16-byte aligned) and its sub-chunks' kept bits (16-bit each).
-__host__ __device__ constexpr int64_t sel_chunk_slots(int64_t slice) {
-  return ((slice + kSelChunk - 1) / kSelChunk + 3) / 4 * 4;
-}
-__host__ __device__ constexpr size_t topc_select_smem(int64_t slice) {
-  return kSelLists + static_cast<size_t>(sel_chunk_slots(slice)) * sizeof(uint32_t) +
-         static_cast<size_t>(sel_chunk_slots(slice)) * kSelSubsPerChunk * sizeof(uint16_t);
-}
 
 // The lowest digit shift a radix select needs: below it, keys whose higher bits agree agree
 // (bf16 leaves the float's 16 low bits constant, fp16 its 13 low bits).
@@ -209,13 +237,14 @@ __device__ __forceinline__ SelFloor sel_floor(uint32_t tau) {
   } while (0)
 #endif
 
-template <typename T, bool kVec>
-__global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
+template <typename T, bool kVec, int kThreads>
+__global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     topc_select_kernel(const __grid_constant__ TopcSelectArgs<T> p) {
   grid_dependency_sync();  // before any global access (common.cuh)
+  using S = Sel<kThreads>;
   namespace cg = cooperative_groups;
-  using BlockScan = cub::BlockScan<uint64_t, kSelThreads>;
-  using BlockReduce = cub::BlockReduce<uint64_t, kSelThreads>;
+  using BlockScan = cub::BlockScan<uint64_t, kThreads>;
+  using BlockReduce = cub::BlockReduce<uint64_t, kThreads>;
   extern __shared__ __align__(16) uint32_t sel_smem[];
   __shared__ union {
     typename BlockScan::TempStorage scan;
@@ -227,12 +256,13 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
   __shared__ SelThreshold th[2];
   __shared__ uint64_t cta_total;  // read by peers after a cluster barrier
   __shared__ uint64_t cta_best;   // packed argmax of this CTA's slice, read by rank 0
-  const int64_t chunk_slots = sel_chunk_slots(p.slice);
+  const int64_t chunk_slots = S::chunk_slots(p.slice);
   uint32_t* const cand_key = sel_smem;
-  uint32_t* const cand_id = cand_key + kSelCap;
-  uint32_t* const qlist = cand_id + kSelCap;
-  uint8_t* const qmask = reinterpret_cast<uint8_t*>(qlist + kSelListCap);
-  uint32_t* const chunk_max = sel_smem + kSelLists / sizeof(uint32_t);
+  uint32_t* const cand_id = cand_key + S::kCap;
+  uint32_t* const qlist = cand_id + S::kCap;
+  T* const cand_val = reinterpret_cast<T*>(qlist + S::kCap);
+  typename S::Mask* const qmask = reinterpret_cast<typename S::Mask*>(qlist + 2 * S::kCap);
+  uint32_t* const chunk_max = sel_smem + S::kLists / sizeof(uint32_t);
   uint16_t* const sub_max = reinterpret_cast<uint16_t*>(chunk_max + chunk_slots);
 
   const int split = blockIdx.x;
@@ -339,14 +369,14 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     const int64_t lo = split * p.slice;
     const int64_t hi = lo + p.slice < p.vocab ? lo + p.slice : p.vocab;
     const int64_t len = hi > lo ? hi - lo : 0;
-    const int nchunks = static_cast<int>((len + kSelChunk - 1) / kSelChunk);
-    const int64_t row_chunks = (p.vocab + kSelChunk - 1) / kSelChunk;  // every slice but the last is whole chunks
+    const int nchunks = static_cast<int>((len + S::kChunk - 1) / S::kChunk);
+    const int64_t row_chunks = (p.vocab + S::kChunk - 1) / S::kChunk;  // every slice but the last is whole chunks
     // This thread's chunks, contiguous (the block scans' blocked arrangement).
-    const int cpt = (nchunks + kSelThreads - 1) / kSelThreads;
+    const int cpt = (nchunks + kThreads - 1) / kThreads;
     const int my_c0 = tid * cpt < nchunks ? tid * cpt : nchunks;
     const int my_c1 = my_c0 + cpt < nchunks ? my_c0 + cpt : nchunks;
 
-    for (int i = tid; i < nchunks; i += kSelThreads) {
+    for (int i = tid; i < nchunks; i += kThreads) {
       chunk_max[i] = 0;
       reinterpret_cast<uint4*>(sub_max)[i] = make_uint4(0u, 0u, 0u, 0u);  // the chunk's 8 sub-chunks
     }
@@ -361,15 +391,15 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
         const uint32_t k = sel_key(x[j]);
         m = k > m ? k : m;
       }
-      const int64_t sub = (j0 - lo) / kSelSub;
+      const int64_t sub = (j0 - lo) / S::kSub;
       const uint16_t top = static_cast<uint16_t>(m >> 16);
       if (top > sub_max[sub]) sub_max[sub] = top;
-      atomicMax(&chunk_max[(j0 - lo) / kSelChunk], m);
+      atomicMax(&chunk_max[(j0 - lo) / S::kChunk], m);
     };
     if constexpr (kVec) {
       constexpr int kV = kVecElems<T>;
-      constexpr int kLanesPerChunk = kSelChunk / kV;  // a chunk = this many consecutive lanes
-      constexpr int kLanesPerSub = kSelSub / kV;
+      constexpr int kLanesPerChunk = S::kChunk / kV;  // a chunk = this many consecutive lanes
+      constexpr int kLanesPerSub = S::kSub / kV;
       const int nvec = static_cast<int>(len / kV);  // slices are < 2^31 elements: 32-bit indices
       const int4* xs = reinterpret_cast<const int4*>(x + lo);
       // Warp tiles of 32 consecutive vectors, kSelUnroll tiles in flight; the loop bound is
@@ -390,24 +420,24 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
         }
         if (lane % kLanesPerChunk == 0 && vi < nvec) chunk_max[vi / kLanesPerChunk] = key;
       };
-      for (int t0 = warp; t0 * 32 < nvec; t0 += kSelWarps * kSelUnroll) {  // kSelUnroll tiles in flight
+      for (int t0 = warp; t0 * 32 < nvec; t0 += S::kWarps * kSelUnroll) {  // kSelUnroll tiles in flight
         int4 v[kSelUnroll];
 #pragma unroll
         for (int u = 0; u < kSelUnroll; ++u) {
-          const int vi = (t0 + u * kSelWarps) * 32 + lane;
+          const int vi = (t0 + u * S::kWarps) * 32 + lane;
           v[u] = vi < nvec ? xs[vi] : make_int4(0, 0, 0, 0);  // no value carried between tiles
         }
 #pragma unroll
-        for (int u = 0; u < kSelUnroll; ++u) take((t0 + u * kSelWarps) * 32 + lane, v[u]);
+        for (int u = 0; u < kSelUnroll; ++u) take((t0 + u * S::kWarps) * 32 + lane, v[u]);
       }
       __syncthreads();
-      // The < kV tail elements lie in one sub-chunk (kV divides kSelSub).
+      // The < kV tail elements lie in one sub-chunk (kV divides S::kSub).
       if (tid == 0 && lo + static_cast<int64_t>(nvec) * kV < hi) merge_tail(lo + static_cast<int64_t>(nvec) * kV, hi);
     } else {
-      const int nsubs = static_cast<int>((len + kSelSub - 1) / kSelSub);
-      for (int sub = tid; sub < nsubs; sub += kSelThreads) {
-        const int64_t j0 = lo + static_cast<int64_t>(sub) * kSelSub;
-        merge_tail(j0, j0 + kSelSub < hi ? j0 + kSelSub : hi);
+      const int nsubs = static_cast<int>((len + S::kSub - 1) / S::kSub);
+      for (int sub = tid; sub < nsubs; sub += kThreads) {
+        const int64_t j0 = lo + static_cast<int64_t>(sub) * S::kSub;
+        merge_tail(j0, j0 + S::kSub < hi ? j0 + S::kSub : hi);
       }
     }
     __syncthreads();
@@ -418,7 +448,7 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     int npart = 0;
     if (fast) {
       const uint32_t tau = radix_select(static_cast<uint32_t>(p.c), [&](uint32_t, auto&& f) {
-                             for (int i = tid; i < nchunks; i += kSelThreads) f(chunk_max[i]);
+                             for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
                            }).prefix;  // >= c chunk maxima are >= it, so >= c elements are
       XPRESS_SEL_MARK(2);
       // The sub-chunks whose kept bits reach tau's, in chunks that reach tau, listed in id order.
@@ -439,11 +469,11 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
       for (int ch = my_c0; ch < my_c1; ++ch) mine += __popc(reaching(ch));
       uint64_t qbase, nq64;
       BlockScan(temp.scan).ExclusiveSum(mine, qbase, nq64);
-      const bool listed = nq64 <= static_cast<uint64_t>(kSelListCap);  // the same in every thread
+      const bool listed = nq64 <= static_cast<uint64_t>(S::kCap);  // the same in every thread
       if (listed) {
         for (int ch = my_c0, q = static_cast<int>(qbase); ch < my_c1; ++ch) {
           for (uint32_t bits = reaching(ch); bits != 0; bits &= bits - 1) {
-            qlist[q++] = static_cast<uint32_t>(ch * kSelSubsPerChunk + __ffs(bits) - 1);
+            qlist[q++] = static_cast<uint32_t>(ch * S::kSubsPerChunk + __ffs(bits) - 1);
           }
         }
       }
@@ -452,18 +482,18 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
       // kSelSubBatch sub-chunks' loads in flight at once.
       const SelFloor floor_tau = sel_floor(tau);
       const int nq = listed ? static_cast<int>(nq64) : 0;
-      const int qpt = (nq + kSelThreads - 1) / kSelThreads;
+      const int qpt = (nq + kThreads - 1) / kThreads;
       const int q0 = tid * qpt < nq ? tid * qpt : nq;
       const int q1 = q0 + qpt < nq ? q0 + qpt : nq;
-      constexpr int kVps = kVec ? kSelSub / kVecElems<T> : 1;  // 16-byte vectors per sub-chunk
+      constexpr int kVps = kVec ? S::kSub / kVecElems<T> : 1;  // 16-byte vectors per sub-chunk
       uint64_t cnt = 0;
       for (int qb = q0; qb < q1; qb += kSelSubBatch) {
         Vec16<T> w[kSelSubBatch][kVps];
         if constexpr (kVec) {
 #pragma unroll
           for (int u = 0; u < kSelSubBatch; ++u) {
-            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u < q1 ? qb + u : q0]) * kSelSub;
-            if (qb + u < q1 && s0 + kSelSub <= hi) {
+            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u < q1 ? qb + u : q0]) * S::kSub;
+            if (qb + u < q1 && s0 + S::kSub <= hi) {
 #pragma unroll
               for (int v = 0; v < kVps; ++v) w[u][v].raw = *reinterpret_cast<const int4*>(x + s0 + v * kVecElems<T>);
             }
@@ -472,9 +502,9 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
 #pragma unroll
         for (int u = 0; u < kSelSubBatch; ++u) {
           if (qb + u < q1) {
-            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u]) * kSelSub;
+            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u]) * S::kSub;
             uint32_t m = 0;
-            if (kVec && s0 + kSelSub <= hi) {
+            if (kVec && s0 + S::kSub <= hi) {
 #pragma unroll
               for (int v = 0; v < kVps; ++v) {
 #pragma unroll
@@ -483,18 +513,18 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
                 }
               }
             } else {
-              for (int64_t j = s0; j < hi && j < s0 + kSelSub; ++j) {
+              for (int64_t j = s0; j < hi && j < s0 + S::kSub; ++j) {
                 m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
               }
             }
-            qmask[qb + u] = static_cast<uint8_t>(m);
+            qmask[qb + u] = static_cast<typename S::Mask>(m);
             cnt += __popc(m);
           }
         }
       }
       uint64_t base, total;
       BlockScan(temp.scan).ExclusiveSum(cnt, base, total);
-      if (tid == 0) cta_total = listed ? total : static_cast<uint64_t>(kSelCap) + 1;  // unlisted: fall back
+      if (tid == 0) cta_total = listed ? total : static_cast<uint64_t>(S::kCap) + 1;  // unlisted: fall back
       cluster_sync();
       XPRESS_SEL_MARK(3);
       uint64_t most = 0;  // the same decision in every CTA of the cluster
@@ -502,16 +532,18 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
         const uint64_t t = *remote(&cta_total, r);
         most = t > most ? t : most;
       }
-      fast = most <= kSelCap;
+      fast = most <= S::kCap;
       if (fast) {
         npart = static_cast<int>(total);
         uint32_t pos = static_cast<uint32_t>(base);
         for (int qi = q0; qi < q1; ++qi) {
-          const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * kSelSub;
+          const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
           for (uint32_t m = qmask[qi]; m != 0; m &= m - 1) {
             const int64_t j = s + __ffs(m) - 1;
-            cand_key[pos] = sel_key(x[j]);
+            const T v = x[j];
+            cand_key[pos] = sel_key(v);
             cand_id[pos] = static_cast<uint32_t>(j);
+            cand_val[pos] = v;  // for the writes: no re-read after the selection
             ++pos;
           }
         }
@@ -519,7 +551,7 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
       __syncthreads();
       XPRESS_SEL_MARK(4);
     }
-    const int ppt = (npart + kSelThreads - 1) / kSelThreads;  // participants per thread
+    const int ppt = (npart + kThreads - 1) / kThreads;  // participants per thread
     const int my_p0 = tid * ppt < npart ? tid * ppt : npart;
     const int my_p1 = my_p0 + ppt < npart ? my_p0 + ppt : npart;
 
@@ -527,13 +559,13 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     const SelThreshold sel =
         fast ? radix_select(static_cast<uint32_t>(p.c),
                             [&](uint32_t, auto&& f) {
-                              for (int i = tid; i < npart; i += kSelThreads) f(cand_key[i]);
+                              for (int i = tid; i < npart; i += kThreads) f(cand_key[i]);
                             })
              : radix_select(static_cast<uint32_t>(p.c), [&](uint32_t prefix, auto&& f) {
                  for (int ch = my_c0; ch < my_c1; ++ch) {
                    if (chunk_max[ch] < prefix) continue;  // every matching key is >= prefix
-                   const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
-                   sel_visit<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi,
+                   const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
+                   sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
                                       [&](int64_t, T v) { f(sel_key(v)); });
                  }
                });
@@ -543,19 +575,22 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     // fallback the slice's chunks that can match).
     auto ordered = [&](auto&& f) {
       if (fast) {
-        for (int i = my_p0; i < my_p1; ++i) f(cand_key[i], static_cast<int64_t>(cand_id[i]));
+        for (int i = my_p0; i < my_p1; ++i) {
+          const int64_t j = cand_id[i];
+          f(cand_key[i], j, cand_val[i]);
+        }
       } else {
         for (int ch = my_c0; ch < my_c1; ++ch) {
           if (chunk_max[ch] < prefix) continue;
-          const int64_t s = lo + static_cast<int64_t>(ch) * kSelChunk;
-          sel_visit<T, kVec>(x, s, s + kSelChunk < hi ? s + kSelChunk : hi,
-                             [&](int64_t j, T v) { f(sel_key(v), j); });
+          const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
+          sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
+                             [&](int64_t j, T v) { f(sel_key(v), j, v); });
         }
       }
     };
     uint64_t mine = 0;  // (gt | eq << 32) over this thread's items
     uint64_t best = 0;  // packed argmax over them (the row's argmax is always an item)
-    ordered([&](uint32_t key, int64_t j) {
+    ordered([&](uint32_t key, int64_t j, T) {
       const uint32_t m = key & mask;
       mine += (m > prefix ? 1ull : 0ull) | (m == prefix ? (1ull << 32) : 0ull);
       const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
@@ -576,16 +611,16 @@ __global__ void __launch_bounds__(kSelThreads, XPRESS_SEL_MIN_BLOCKS)
     uint32_t eq_before = static_cast<uint32_t>(base >> 32);
     T* vout = p.values + n * p.v_sn + b * p.v_sb;
     int64_t* iout = p.ids + n * p.i_sn + b * p.i_sb;
-    ordered([&](uint32_t key, int64_t j) {
+    ordered([&](uint32_t key, int64_t j, T v) {
       const uint32_t m = key & mask;
       if (m > prefix) {
         const uint32_t pos = gt_before + (eq_before < need ? eq_before : need);
-        vout[pos] = x[j];
+        vout[pos] = v;
         iout[pos] = j;
         ++gt_before;
       } else if (m == prefix) {
         if (eq_before < need) {
-          vout[gt_before + eq_before] = x[j];
+          vout[gt_before + eq_before] = v;
           iout[gt_before + eq_before] = j;
         }
         ++eq_before;
