@@ -188,13 +188,19 @@ RowStrides check_row_operand(const char* op, const char* name, const at::Tensor&
 
 }  // namespace
 
-AddArgmaxDims check_add_argmax(const at::Tensor& base, const at::Tensor& bias,
+AddArgmaxDims check_add_argmax(const at::Tensor& base, const std::optional<at::Tensor>& bias,
                                const at::Tensor& blk) {
   constexpr const char* op = "add_argmax_to_blk";
-  check_same_device(op, {{"base", &base}, {"bias", &bias}, {"blk", &blk}});
+  if (bias.has_value()) {
+    check_same_device(op, {{"base", &base}, {"bias", &*bias}, {"blk", &blk}});
+  } else {
+    check_same_device(op, {{"base", &base}, {"blk", &blk}});
+  }
   check_float_dtype(op, "base", base);
-  TORCH_CHECK_TYPE(bias.scalar_type() == base.scalar_type(), op, ": bias must have base's dtype ",
-                   base.scalar_type(), ", got ", bias.scalar_type());
+  if (bias.has_value()) {
+    TORCH_CHECK_TYPE(bias->scalar_type() == base.scalar_type(), op, ": bias must have base's dtype ",
+                     base.scalar_type(), ", got ", bias->scalar_type());
+  }
   check_dtype(op, "blk", blk, at::kLong);
   check_dim(op, "blk", blk, 2);
   check_inner_stride(op, "blk", blk);
@@ -203,13 +209,17 @@ AddArgmaxDims check_add_argmax(const at::Tensor& base, const at::Tensor& bias,
   TORCH_CHECK_VALUE(blk.size(1) >= 1, op, ": blk.shape[1] (B) must be >= 1, got ", blk.size(1));
   d.Bm1 = blk.size(1) - 1;
   d.base = check_row_operand(op, "base", base, d.N, d.Bm1);
-  d.bias = check_row_operand(op, "bias", bias, d.N, d.Bm1);
   d.V = base.size(-1);
   TORCH_CHECK_VALUE(d.V >= 1, op, ": base.shape[-1] (V) must be >= 1, got ", d.V);
   TORCH_CHECK_VALUE(d.V <= std::numeric_limits<int32_t>::max(), op, ": base.shape[-1] (V) must be < 2^31, got ", d.V);
-  TORCH_CHECK_VALUE(bias.size(-1) == d.V, op, ": bias.shape[-1] must be V = base.shape[-1] = ", d.V,
-                    ", got ", bias.size(-1));
-  check_writable(op, {"blk", &blk}, {{"base", &base}, {"bias", &bias}});
+  if (!bias.has_value()) {
+    check_writable(op, {"blk", &blk}, {{"base", &base}});
+    return d;
+  }
+  d.bias = check_row_operand(op, "bias", *bias, d.N, d.Bm1);
+  TORCH_CHECK_VALUE(bias->size(-1) == d.V, op, ": bias.shape[-1] must be V = base.shape[-1] = ", d.V,
+                    ", got ", bias->size(-1));
+  check_writable(op, {"blk", &blk}, {{"base", &base}, {"bias", &*bias}});
   return d;
 }
 

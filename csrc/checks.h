@@ -58,7 +58,8 @@ struct AddArgmaxDims {
   int64_t N, Bm1, V;
   RowStrides base, bias;
 };
-AddArgmaxDims check_add_argmax(const at::Tensor& base, const at::Tensor& bias,
+// bias: None for the argmax of base alone (then AddArgmaxDims::bias is zero).
+AddArgmaxDims check_add_argmax(const at::Tensor& base, const std::optional<at::Tensor>& bias,
                                const at::Tensor& blk);
 
 struct TopcDims {

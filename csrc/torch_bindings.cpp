@@ -10,7 +10,7 @@ TORCH_LIBRARY(xpress_ext, m) {
       "latent_pass(Tensor blk, Tensor tok_am1, Tensor xh, Tensor(a!) lat_out, Tensor w1, "
       "Tensor wlat_t, Tensor mix_kjc, Tensor wg_t, Tensor wu_t, Tensor wd_t, "
       "bool do_mlp=True, bool prefetch_weights=False) -> ()");
-  m.def("add_argmax_to_blk(Tensor base, Tensor bias, Tensor(a!) blk) -> ()");
+  m.def("add_argmax_to_blk(Tensor base, Tensor? bias, Tensor(a!) blk) -> ()");
   m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
   m.def(
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "

@@ -241,3 +241,59 @@ def test_no_rows(device):
     blk = blk_with_sentinel(4, 1, device)
     xpress_ext.add_argmax_to_blk(torch.empty(0, 9, device=device), torch.empty(0, 9, device=device), blk)
     assert (blk == -7).all()
+
+
+# ---- bias=None: the argmax of base alone (the head's starting tokens) ---------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("N,B,V", [(1, 16, V_FULL), (3, 5, 111), (16, 16, 4099), (5, 3, 1), (40, 16, 3001)])
+def test_without_bias_is_argmax_of_base(device, dtype, N, B, V):
+    """base_full[:, 1:, :] read in place: the ids of torch.argmax and of the rule written out,
+    and the same as an explicit zero bias.  Rows with ties (across and within chunks), NaN, -inf
+    and signed zeros planted among random ones."""
+    base_full = (torch.randn(N, B, V, generator=gen(N + V)) * 3).to(dtype).to(device)
+    crafted, _, expect = crafted_rows(max(V, 97), dtype, device)
+    crafted, expect = crafted[:-1, :V], expect[:-1]  # (the last crafted row needs a bias)
+    k = min(len(crafted), N * (B - 1))
+    if V >= 97:
+        flat = base_full[:, 1:, :]
+        for i in range(k):  # (a strided view: assign row by row)
+            flat[i // (B - 1), i % (B - 1)] = crafted[i]
+    base = base_full[:, 1:, :]
+    blk = blk_with_sentinel(N, B, device)
+    xpress_ext.add_argmax_to_blk(base, None, blk)
+    assert torch.equal(blk[:, 1:], base.argmax(-1))
+    assert torch.equal(blk[:, 1:].reshape(-1).cpu(), rule_argmax(base.reshape(-1, V)))
+    assert (blk[:, 0] == -7).all()
+    if V >= 97:
+        assert torch.equal(blk[:, 1:].reshape(-1)[:k].cpu(), expect[:k])
+    zero = blk_with_sentinel(N, B, device)
+    xpress_ext.add_argmax_to_blk(base, torch.zeros_like(base), zero)
+    assert torch.equal(blk, zero)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pad", [8, 5], ids=["aligned", "misaligned"])
+def test_without_bias_views_and_errors(device, pad):
+    """Row-padded [rows, V] base (16-byte aligned rows or not), a strided blk; errors name the
+    argument and leave blk untouched; opcheck with bias None."""
+    N, B, V = 4, 16, 5003
+    base = torch.randn(N * (B - 1), V + pad, generator=gen(7)).to(torch.bfloat16).to(device)[:, :V]
+    blk_big = torch.full((N, B + 3), -9, dtype=torch.long, device=device)
+    blk = blk_big[:, 1 : B + 1]
+    xpress_ext.add_argmax_to_blk(base, None, blk)
+    assert torch.equal(blk[:, 1:].reshape(-1), base.argmax(-1))
+    assert (blk_big[:, 0] == -9).all() and (blk_big[:, B + 1 :] == -9).all() and (blk[:, 0] == -9).all()
+    clean = blk_with_sentinel(N, B, device)
+    for err, match, args in [
+        (TypeError, "base", (base.int(), None, clean)),
+        (TypeError, "blk", (base, None, clean.int())),
+        (ValueError, "base", (base[:5], None, clean)),
+        (ValueError, "blk", (base, None, blk_with_sentinel(N + 1, B, device))),
+    ]:
+        with pytest.raises(err, match=match):
+            xpress_ext.add_argmax_to_blk(*args)
+        assert (clean == -7).all()
+    torch.library.opcheck(torch.ops.xpress_ext.add_argmax_to_blk.default, (base, None, clean))

@@ -311,7 +311,7 @@ class XPressRefinerHead(nn.Module):
             )
         else:
             with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-                blk[:, 1:] = slots.argmax(dim=-1)
+                ops.add_argmax_to_blk(slots, None, blk)  # the argmax of the base logits alone
             sc = self._scratch_buffers(h_full.dtype, h_full.device)
             step.update(lat=sc["lat"][:N], bias=sc["bias"][:rows])
         blk[:, 0] = anchor_ids

@@ -37,8 +37,10 @@ def latent_pass(
                              prefetch_weights)
 
 
-def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor, blk: torch.Tensor) -> None:
-    """``blk[n, 1 + b] = argmax_v dtype(base[r, v] + bias[r, v])``, r = n * (B - 1) + b."""
+def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor | None, blk: torch.Tensor) -> None:
+    """``blk[n, 1 + b] = argmax_v dtype(base[r, v] + bias[r, v])``, r = n * (B - 1) + b.  With
+    ``bias=None``, ``argmax_v base[r, v]`` (the same rule; ``torch.argmax``'s ids): base read
+    alone, in place (the head's starting tokens from ``base_full[:, 1:, :]``)."""
     _ops.add_argmax_to_blk.default(base, bias, blk)
 
 

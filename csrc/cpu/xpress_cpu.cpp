@@ -116,13 +116,15 @@ void latent_pass_impl(const LatentDims& d, const at::Tensor& blk, const at::Tens
   });
 }
 
-// argmax_v dtype(a[v] + c[v]) over one row, the SPEC.md rule (first index of the largest key).
+// argmax_v dtype(a[v] + c[v]) over one row, the SPEC.md rule (first index of the largest key);
+// c == nullptr: argmax_v a[v].
 template <typename T>
 int64_t row_argmax(const T* a, const T* c, int64_t len) {
   uint32_t best_key = 0;
   int64_t best = 0;
   for (int64_t i = 0; i < len; ++i) {
-    const float s = round_to<T>(static_cast<float>(a[i]) + static_cast<float>(c[i]));
+    const float s = c == nullptr ? static_cast<float>(a[i])
+                                 : round_to<T>(static_cast<float>(a[i]) + static_cast<float>(c[i]));
     const uint32_t k = argmax_key(s);
     if (k > best_key) {
       best_key = k;
@@ -149,7 +151,7 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
   });
 }
 
-void add_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk) {
+void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk) {
   const AddArgmaxDims d = check_add_argmax(base, bias, blk);
   const int64_t rows = d.N * d.Bm1;
   if (rows == 0) return;
@@ -158,13 +160,13 @@ void add_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& bias, at::T
   XPRESS_DISPATCH_FLOAT(base.scalar_type(), "add_argmax_to_blk", c10::BFloat16, c10::Half, float,
                         [&] {
                           const scalar_t* a = base.const_data_ptr<scalar_t>();
-                          const scalar_t* c = bias.const_data_ptr<scalar_t>();
+                          const scalar_t* c = bias.has_value() ? bias->const_data_ptr<scalar_t>() : nullptr;
                           at::parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
                             for (int64_t r = r0; r < r1; ++r) {
                               const int64_t n = r / d.Bm1, b = r % d.Bm1;
                               out[n * blk_sn + (b + 1) * blk_sb] =
                                   row_argmax(a + n * d.base.sn + b * d.base.sb,
-                                             c + n * d.bias.sn + b * d.bias.sb, d.V);
+                                             c == nullptr ? nullptr : c + n * d.bias.sn + b * d.bias.sb, d.V);
                             }
                           });
                         });

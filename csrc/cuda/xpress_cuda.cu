@@ -345,7 +345,7 @@ auto pick_argmax_kernel(bool vec, bool packed, Pick pick) {
 }
 
 template <typename T>
-void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at::Tensor& bias,
+void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std::optional<at::Tensor>& bias,
                        at::Tensor& blk) {
   const int device = blk.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
@@ -379,7 +379,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   a.base = cptr<T>(base);
   a.base_sn = d.base.sn;
   a.base_sb = d.base.sb;
-  a.bias = cptr<T>(bias);
+  a.bias = bias.has_value() ? cptr<T>(*bias) : nullptr;  // nullptr: the argmax of base alone
   a.bias_sn = d.bias.sn;
   a.bias_sb = d.bias.sb;
   a.blk = mptr<int64_t>(blk);
@@ -391,7 +391,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const at:
   a.chunk = (d.V + splits - 1) / splits;
   a.chunk = (a.chunk + kV - 1) / kV * kV;
   const bool vec = rows_vectorizable(base, {d.base.sn, d.base.sb}) &&
-                   rows_vectorizable(bias, {d.bias.sn, d.bias.sb});
+                   (!bias.has_value() || rows_vectorizable(*bias, {d.bias.sn, d.bias.sb}));
 
   const bool packed = packed_argmax_scan();  // read (and checked) for every dtype
   auto kernel = pick_argmax_kernel<T>(vec, packed, [](auto kvec, auto kpacked) {
@@ -686,7 +686,7 @@ std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_
   return std::vector<int64_t>{p.splits, p.threads, p.slice, static_cast<int64_t>(p.smem)};
 }
 
-void add_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& bias, at::Tensor& blk) {
+void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk) {
   const AddArgmaxDims d = check_add_argmax(base, bias, blk);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
   if (d.N * d.Bm1 == 0) return;

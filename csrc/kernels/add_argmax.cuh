@@ -49,10 +49,26 @@ struct AddArgmaxArgs {
 // kPacked (16-bit T with kVec): each step's vectors are scored packed (argmax.cuh); a step's
 // best word replaces the thread's only when its key is strictly larger, so earlier steps win
 // ties, and the winner becomes a RunningArgmax entry at the end.
-template <typename T, bool kVec, int kUnroll, bool kPacked = false>
+// !kBias: no bias is read and each element's score is base + 0 (base itself, -0 becoming +0,
+// which shares its key): the argmax of base alone.
+template <typename T, bool kVec, int kUnroll, bool kPacked = false, bool kBias = true>
 __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* base, const T* bias,
                                                 int64_t lo, int64_t hi, int lane, int threads) {
   static_assert(!kPacked || (kVec && sizeof(T) == 2), "the packed scan takes 16-bit vectors");
+  auto bias_at = [&](int64_t j) {
+    if constexpr (kBias) {
+      return bias[j];
+    } else {
+      return from_float<T>(0.f);
+    }
+  };
+  auto bias_vec = [&](int64_t j) {
+    if constexpr (kBias) {
+      return ld_stream16(bias + j);
+    } else {
+      return make_int4(0, 0, 0, 0);
+    }
+  };
   if constexpr (kPacked) {
     constexpr int kV = kVecElems<T>;
     const int64_t stride = static_cast<int64_t>(threads) * kV;
@@ -65,7 +81,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
       for (int u = 0; u < kUnroll; ++u) {
         if (u == 0 || i + u * stride < full_end) {
           a[u] = ld_stream16(base + i + u * stride);
-          c[u] = ld_stream16(bias + i + u * stride);
+          c[u] = bias_vec(i + u * stride);
         }
       }
       uint32_t w = 0;
@@ -83,7 +99,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
       best.offer_key(packed_argmax_key<T>(top), top_i + e / kV * stride + e % kV);
     }
     const int64_t j = full_end + lane;  // at most kV - 1 tail elements, after every vector
-    if (j < hi) best.offer(rounded_sum(base[j], bias[j]), j);
+    if (j < hi) best.offer(rounded_sum(base[j], bias_at(j)), j);
   } else if constexpr (kVec) {
     constexpr int kV = kVecElems<T>;
     const int64_t stride = static_cast<int64_t>(threads) * kV;
@@ -97,7 +113,7 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
         const int64_t j = i + u * stride;
         if (u == 0 || j < full_end) {
           a[u].raw = ld_stream16(base + j);
-          c[u].raw = ld_stream16(bias + j);
+          c[u].raw = bias_vec(j);
         }
       }
 #pragma unroll
@@ -110,9 +126,9 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
       }
     }
     const int64_t j = full_end + lane;  // at most kV - 1 tail elements
-    if (j < hi) best.offer(rounded_sum(base[j], bias[j]), j);
+    if (j < hi) best.offer(rounded_sum(base[j], bias_at(j)), j);
   } else {
-    scan_add_argmax_strided<8>(best, base, bias, lo + lane, hi, threads);
+    scan_add_argmax_strided<8, T, kBias>(best, base, bias, lo + lane, hi, threads);
   }
 }
 
@@ -140,9 +156,14 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     const int64_t hi = lo + p.chunk < p.vocab ? lo + p.chunk : p.vocab;
     RunningArgmax best;
     if (lo < hi) {
-      scan_add_argmax<T, kVec, kUnroll, kPacked>(best, p.base + n * p.base_sn + b * p.base_sb,
-                                              p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi,
-                                              threadIdx.x, kArgmaxThreads);
+      const T* base = p.base + n * p.base_sn + b * p.base_sb;
+      if (p.bias != nullptr) {
+        scan_add_argmax<T, kVec, kUnroll, kPacked>(best, base, p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi,
+                                                threadIdx.x, kArgmaxThreads);
+      } else {  // the argmax of base alone: no bias loads
+        scan_add_argmax<T, kVec, kUnroll, kPacked, false>(best, base, nullptr, lo, hi, threadIdx.x,
+                                                       kArgmaxThreads);
+      }
     }
     const uint64_t block_best = BlockReduce(reduce_storage).Reduce(best.packed(), cuda::maximum<>{});
     int64_t* dst = p.blk + n * p.blk_sn + (b + 1) * p.blk_sb;

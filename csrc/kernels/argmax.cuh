@@ -108,7 +108,8 @@ __device__ __forceinline__ uint64_t warp_max_u64(uint64_t v) {
 // Scans elements begin, begin + stride, ... < end of one row element by element, kUnroll loads
 // of each operand in flight before any is used (a loop with one load pair per iteration would
 // pay one memory latency per element).  The thread's indices increase, as RunningArgmax needs.
-template <int kUnroll, typename T>
+// !kBias: base alone (bias unread, each score base + 0).
+template <int kUnroll, typename T, bool kBias = true>
 __device__ __forceinline__ void scan_add_argmax_strided(RunningArgmax& best, const T* base,
                                                         const T* bias, int64_t begin, int64_t end,
                                                         int64_t stride) {
@@ -119,7 +120,11 @@ __device__ __forceinline__ void scan_add_argmax_strided(RunningArgmax& best, con
       const int64_t j = i + u * stride;
       if (j < end) {
         a[u] = base[j];
-        c[u] = bias[j];
+        if constexpr (kBias) {
+          c[u] = bias[j];
+        } else {
+          c[u] = from_float<T>(0.f);
+        }
       }
     }
 #pragma unroll
