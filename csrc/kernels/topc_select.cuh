@@ -93,8 +93,9 @@ struct Sel : SelShape<kThreads> {
   // Shared memory of the selection steps' lists (a multiple of 16 bytes).
   static constexpr size_t kLists = (4 * kCap * sizeof(uint32_t) + kCap * sizeof(Mask) + 15) / 16 * 16;
   // Dynamic shared memory: the participants' keys, ids and values (a 4-byte slot each), the
-  // list of sub-chunks that reach tau and their masks; then per chunk of the slice its max key (a multiple of 4 of them, so
-  // what follows is 16-byte aligned) and its sub-chunks' kept bits (16-bit each).
+  // list of sub-chunks that reach tau and their masks; then per chunk of the slice its max key
+  // (a multiple of 4 of them, so what follows is 16-byte aligned) and its sub-chunks' kept bits
+  // (16-bit each).
   __host__ __device__ static constexpr int64_t chunk_slots(int64_t slice) {
     return ((slice + kChunk - 1) / kChunk + 3) / 4 * 4;
   }
