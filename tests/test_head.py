@@ -231,6 +231,44 @@ def test_checkpoint_errors(change, pattern):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=DTYPE_IDS.get)
+@torch.no_grad()
+def test_project_hidden_is_the_hidden_cache_projected(device, dtype):
+    """The step's xh (one GEMM on the folded weights) against the module's own route,
+    hidden_cache(h) @ in_proj_h^T, both measured against an fp64 evaluation of the same math:
+    its mean error is no larger than the module's (+10 %: the two round at different points),
+    and in fp32 both are at rounding level."""
+    head = make_head(device, dtype)
+    errs = {}
+    for seed in range(3):
+        h = step_inputs(head, 5, device, seed=seed)[1]
+        whc = head.in_proj.weight[:, : 2 * RANK].t()
+        module = torch.mm(head.hidden_cache(h).reshape(-1, 2 * RANK), whc).view(5, B, RANK)
+        got = head.project_hidden(h)
+        assert got.shape == (5, B, RANK) and got.dtype == dtype
+        hd = h.double()
+        g = hd.mean(1, keepdim=True).expand_as(hd)
+        exact = torch.cat([hd @ head.down_h.weight.double().t(), g @ head.down_g.weight.double().t()], -1) @ whc.double()
+        for name, x in (("fused", got), ("module", module)):
+            errs.setdefault(name, []).append((x.double() - exact).abs().mean().item())
+    fused, module = sum(errs["fused"]), sum(errs["module"])
+    assert fused <= 1.1 * module, errs
+    if dtype == torch.float32:
+        assert fused / 3 < 1e-5 * exact.abs().mean().item(), errs  # ~100 fp32 ulps
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_hidden_state_errors(device):
+    head = make_head(device, max_num_reqs=4)
+    inputs = step_inputs(head, 3, device)
+    for bad in (inputs[1][0], inputs[1][:, :, :-1], inputs[1][:2], inputs[1][:, :-1]):
+        with pytest.raises(ValueError, match=r"h_full has shape .*expects \[N=3, block_size=16, hidden_size=96\]"):
+            head.jacobi_refine_greedy(inputs[0], bad, inputs[2], inputs[3], 2)
+    with pytest.raises(ValueError, match=r"h_full has shape \(16, 96\); this head expects \[N, block_size"):
+        head.project_hidden(inputs[1][0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_request_and_buffer_errors(device):
     head = make_head(device, max_num_reqs=4)
     with pytest.raises(ValueError, match="5 requests exceeds the max_num_reqs=4"):
