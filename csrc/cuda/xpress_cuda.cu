@@ -222,15 +222,17 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   plan.grid_clusters = static_cast<int>(std::min<int64_t>(plan.groups, plan.max_clusters));
 
   // The row-tile variant (16-bit types, R = kRowsR, H a multiple of R, B <= 32) once the
-  // cluster variant would walk three or more groups per cluster: each group costs it ~11 us,
-  // while the row-tile variant's time (~42 us with 16 rows per CTA) stays flat until its CTAs
-  // outnumber the SMs.  H200, bench.py, canonical head, µs at N = 32 / 64 / 128 / 256:
-  // cluster 30.4 / 42.6 / 67.3 / 116.6, rows16 42.3 / 42.2 / 42.7 / 83.3, rows32 56.0 / 55.7 /
-  // 55.7 / 57.0.  16 rows per CTA while those tiles fit on the SMs, else 32.  Either variant
-  // gives the same bits.
+  // cluster variant would walk four or more groups per cluster: each round of 32-row groups
+  // costs it ~10 us, while the row-tile variant's time (~34-36 us with 16 rows per CTA) stays
+  // flat until its CTAs outnumber the SMs.  H200, graph replay, canonical head, bf16, µs at
+  // N = 61 / 64 / 76 / 90 / 128 (three, three, three, three and five rounds), cluster 27.2 /
+  // 30.6 / 31.5 / 33.3 / 50.7, rows16 34.2 / 34.2 / 35.3 / 35.6 / 35.8 (session 17; the rule
+  // was two rounds while the cluster kernel was generic, 42.6 against 42.2 at N = 64).  16
+  // rows per CTA while those tiles fit on the SMs, else 32 (rows32 ~56 us up to N = 256).
+  // Either variant gives the same bits.
   const bool rows_ok = elem == 2 && R == k::kRowsR && H % R == 0 && B <= 32;
   int mt = 0;
-  if (rows_ok && plan.groups > 2 * static_cast<int64_t>(plan.max_clusters)) {
+  if (rows_ok && plan.groups > 3 * static_cast<int64_t>(plan.max_clusters)) {
     const int64_t tiles16 = B <= 16 ? (N + 16 / B - 1) / (16 / B) : std::numeric_limits<int64_t>::max();
     mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
   }
