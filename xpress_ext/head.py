@@ -225,8 +225,8 @@ class XPressRefinerHead(nn.Module):
 
     def _check_hidden(self, h_full: torch.Tensor, N: int | None = None) -> None:
         """h_full must be [N, block_size, hidden_size] (N: the step's requests, when given)."""
-        want = (h_full.shape[0] if N is None and h_full.dim() == 3 else N, self.block_size, self.hidden_size)
-        if h_full.dim() != 3 or tuple(h_full.shape) != want:
+        if (h_full.dim() != 3 or tuple(h_full.shape[1:]) != (self.block_size, self.hidden_size)
+                or (N is not None and h_full.shape[0] != N)):
             raise ValueError(
                 f"h_full has shape {tuple(h_full.shape)}; this head expects [N{'' if N is None else f'={N}'}, "
                 f"block_size={self.block_size}, hidden_size={self.hidden_size}]"
