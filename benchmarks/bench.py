@@ -86,7 +86,8 @@ def latent_case(N, gen):
         triton=triton_fn,
         nbytes=2 * (R * R + B * B * R + 3 * R * H) + 2 * (N * B * R * 2 + N * (B - 1) * R),
         info=dict(cluster=plan[0], rows_per_group=plan[2], grid_clusters=plan[5], groups=plan[6],
-                  tile_rows=plan[7], tiles=plan[8], fixed=plan[9]),
+                  tile_rows=plan[7], tiles=plan[8], fixed=plan[9], full_groups=plan[10],
+                  tail_blocks=plan[11], scheduled_groups=plan[12]),
         baseline_ok=ok,
     )
 

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
     a.lat_out = out;
     a.t = k::make_latent_tiling(R, H, B, 2, cluster, bpg);
     a.num_groups = (N + bpg - 1) / bpg;
+    a.full_groups = a.num_groups;  // uniform groups (no smaller last round)
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = cluster;

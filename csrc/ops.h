@@ -43,7 +43,10 @@ void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tens
 // [cluster, blocks_per_group, rows_per_group, smem_bytes, max_active_clusters, grid_clusters,
 //  groups, tile_rows (0: cluster variant, else the row-tile variant's rows per CTA), row_tiles,
 //  fixed (1: the planned variant's kernel compiled for the canonical head, 0: its generic
-//  kernel)] of the latent_pass launch for these sizes (benchmarks and tests report it).
+//  kernel), full_groups, tail_blocks, scheduled_groups (the cluster variant's schedule: groups
+//  [0, full_groups) of blocks_per_group blocks, then groups of tail_blocks blocks;
+//  tail_blocks 0: `groups` uniform groups)] of the latent_pass launch for these sizes
+//  (benchmarks and tests report it).
 std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H,
                                       c10::ScalarType dtype, int64_t device);
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,

@@ -207,13 +207,69 @@ def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
     plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in (1, 7, 32, 256, 1000)]
     assert len({p[0] for p in plans}) == 1, plans
     for n, p in zip((1, 7, 32, 256, 1000), plans):
-        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles, fixed = p
-        assert groups * blocks >= n and grid_clusters == min(groups, max_clusters) and max_clusters > 0
+        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles, fixed, *_ = p
+        assert groups * blocks >= n and max_clusters > 0
+        check_schedule(n, 16, p)
         # at this head (16-bit) either variant runs its kernel compiled for the head
         assert fixed == (dtype != torch.float32 and cluster == 8), p
         assert bool(tile_rows) == (dtype != torch.float32 and groups > 3 * max_clusters), p
         if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
             assert tile_rows in (16, 32) and tiles * (tile_rows // 16) >= n
+
+
+def check_schedule(n, B, plan):
+    """The cluster variant's groups as planned: uniform while they fit one round of the
+    co-resident clusters; beyond it, whole rounds of full groups, then the last round's blocks
+    in the smallest groups that give each cluster at most one."""
+    _, blocks, _, _, max_clusters, grid_clusters, groups, _, _, _, full, tail, sched = plan
+    min_blocks = max(1, 16 // B)
+    want_full = (groups - 1) // max_clusters * max_clusters  # whole rounds before the last
+    rem = n - want_full * blocks  # the last round's blocks
+    want_tail = max(min_blocks, -(-rem // max_clusters))
+    if groups > max_clusters and want_tail < blocks:
+        assert 0 < rem <= max_clusters * blocks, plan
+        assert (full, tail) == (want_full, want_tail), plan
+        assert sched == full + -(-rem // tail) and sched - full <= max_clusters, plan
+    else:
+        assert (full, tail, sched) == (0, 0, groups), plan
+    assert grid_clusters == min(sched, max_clusters), plan
+
+
+@needs_cuda
+@pytest.mark.parametrize(
+    "dtype, shape",
+    [(torch.bfloat16, (31, 16, 256, 512, 500)), (torch.bfloat16, (32, 16, 256, 512, 500)),
+     (torch.float16, (45, 16, 256, 512, 500)), (torch.bfloat16, (64, 16, 256, 512, 500)),
+     (torch.float32, (33, 16, 256, 512, 500)), (torch.bfloat16, (200, 5, 64, 128, 111))],
+    ids=lambda v: "N{}-B{}-R{}-H{}-V{}".format(*v) if isinstance(v, tuple) else DTYPE_IDS[DTYPES.index(v)],
+)
+@pytest.mark.parametrize("do_mlp", [True, False], ids=["mlp", "no_mlp"])
+def test_tail_groups_same_bits(monkeypatch, dtype, shape, do_mlp):
+    """Past one round of the co-resident clusters, the cluster variant's last round takes
+    smaller groups (fewer MMA rows per group; XPRESS_EXT_LATENT_TAIL=0 keeps whole groups): the
+    same bits as whole groups and as the row-tile kernel, which shares no tiling with it, and as
+    the generic cluster kernel."""
+    N, B, R, H, V = shape
+    inp = latent_inputs(*shape, dtype, "cuda", seed=12)
+    monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
+    plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
+    check_schedule(N, B, plan)
+    if plan[11] == 0:  # the shapes are chosen for an H200's co-resident clusters
+        pytest.skip(f"no smaller last-round groups on this GPU at this N (plan {plan})")
+    tail = run_latent(inp, do_mlp=do_mlp)
+    assert_latent_close(tail, inp, do_mlp=do_mlp)
+    monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", "0")
+    assert torch.equal(tail, run_latent(inp, do_mlp=do_mlp))
+    monkeypatch.delenv("XPRESS_EXT_LATENT_FIXED")
+    monkeypatch.setenv("XPRESS_EXT_LATENT_TAIL", "0")
+    assert torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)[10:] == [0, 0, plan[6]]
+    assert torch.equal(tail, run_latent(inp, do_mlp=do_mlp))
+    if dtype != torch.float32 and R == 256:
+        monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "rows16")
+        assert torch.equal(tail, run_latent(inp, do_mlp=do_mlp))
+    monkeypatch.setenv("XPRESS_EXT_LATENT_TAIL", "2")
+    with pytest.raises(ValueError, match="XPRESS_EXT_LATENT_TAIL must be 0 or 1"):
+        torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
 
 
 VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32}

@@ -106,6 +106,10 @@ struct LatentPlan {
   k::LatentTiling tiling;  // cluster variant; its K-splits also set the row-tile variant's sums
   int max_clusters;        // co-resident clusters of this configuration
   int64_t groups;          // groups of blocks_per_group blocks
+  // The groups launched (LatentArgs' schedule): full_groups whole groups, then the last
+  // round's groups of tail_blocks blocks; tail_blocks == 0: the `groups` uniform groups.
+  int64_t full_groups, sched_groups;
+  int tail_blocks;
   int grid_clusters;       // clusters launched (persistent: each walks groups)
   int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
   k::LatentRowsTiling rows;
@@ -135,6 +139,16 @@ bool latent_fixed_enabled() {
   if (v == nullptr || *v == '\0') return true;
   const std::string s(v);
   TORCH_CHECK_VALUE(s == "0" || s == "1", "XPRESS_EXT_LATENT_FIXED must be 0 or 1; got '", s, "'");
+  return s == "1";
+}
+
+// Whether the cluster variant's last round may take smaller groups (XPRESS_EXT_LATENT_TAIL=0:
+// whole groups; benchmarks and tests, read per call).
+bool latent_tail_enabled() {
+  const char* v = std::getenv("XPRESS_EXT_LATENT_TAIL");
+  if (v == nullptr || *v == '\0') return true;
+  const std::string s(v);
+  TORCH_CHECK_VALUE(s == "0" || s == "1", "XPRESS_EXT_LATENT_TAIL must be 0 or 1; got '", s, "'");
   return s == "1";
 }
 
@@ -219,7 +233,24 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
     plan.max_clusters = bigger_clusters;
   }
   plan.groups = groups_of(plan.tiling);
-  plan.grid_clusters = static_cast<int>(std::min<int64_t>(plan.groups, plan.max_clusters));
+  // When the groups take more than one round of the co-resident clusters, the last round need
+  // not be whole groups: its blocks are spread over the clusters in the smallest groups that
+  // give each cluster at most one (a group's time grows with its rows).  At N = 32 on the
+  // canonical head (15 co-resident clusters on an H200): 15 groups of 32 rows, then 2 of 16,
+  // instead of a second round in which one cluster works on 32 rows while 14 idle.
+  plan.sched_groups = plan.groups;
+  if (plan.groups > plan.max_clusters && latent_tail_enabled()) {
+    const int G = plan.tiling.blocks_per_group;
+    const int64_t full = (plan.groups - 1) / plan.max_clusters * plan.max_clusters;
+    const int64_t rem = N - full * G;  // the last round's blocks, in (0, max_clusters * G]
+    const int tail = static_cast<int>(std::max<int64_t>(min_blocks, (rem + plan.max_clusters - 1) / plan.max_clusters));
+    if (tail < G) {
+      plan.full_groups = full;
+      plan.tail_blocks = tail;
+      plan.sched_groups = full + (rem + tail - 1) / tail;
+    }
+  }
+  plan.grid_clusters = static_cast<int>(std::min<int64_t>(plan.sched_groups, plan.max_clusters));
 
   // The row-tile variant (16-bit types, R = kRowsR, H a multiple of R, B <= 32) once the
   // cluster variant would walk four or more groups per cluster: each round of 32-row groups
@@ -292,7 +323,10 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
   a.B = B;
   a.R = R;
   a.H = H;
-  a.num_groups = static_cast<int>(plan.groups);
+  a.num_groups = static_cast<int>(plan.sched_groups);
+  a.full_groups = static_cast<int>(plan.tail_blocks > 0 ? plan.full_groups : plan.sched_groups);
+  a.tail_blocks = plan.tail_blocks;
+  a.tail_rows = k::round_up(plan.tail_blocks * B, 16);
   a.do_mlp = do_mlp;
   // 16-byte copies need aligned rows, and a channel count that splits into whole vectors so
   // that no vector straddles the end of the valid region.
@@ -676,7 +710,7 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
     return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
                                 static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,
                                 p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles,
-                                p.fixed ? 1 : 0};
+                                p.fixed ? 1 : 0, p.full_groups, p.tail_blocks, p.sched_groups};
   });
 }
 

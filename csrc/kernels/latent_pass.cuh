@@ -152,7 +152,13 @@ struct LatentArgs {
   const T* wd;
   int64_t wd_s;
   int N, B, R, H;
-  int num_groups;
+  int num_groups;  // groups launched (the schedule below)
+  // The schedule of the groups: groups [0, full_groups) are t.blocks_per_group blocks (the last
+  // one possibly partial) run over t.rows MMA rows; each later one (the grid's last round, at
+  // most one a cluster) is tail_blocks blocks run over tail_rows MMA rows.  full_groups ==
+  // num_groups: no such round.  Rows never mix across blocks, so a row's bits do not depend on
+  // its group.
+  int full_groups, tail_blocks, tail_rows;
   bool do_mlp;
   bool vec_w1;       // 16-byte copies of embedding rows are legal
   bool vec_weights;  // 16-byte copies of the weight slices are legal
@@ -361,10 +367,20 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const bool emb_fast = p.vec_w1 && t.rows * emb_per_row <= kLatentEmbVecs * kLatentThreads;
   int64_t emb_tok[kLatentEmbVecs];
   uint32_t emb_live = 0;  // bit j: vector j of this thread is a valid row's
+  // Group g's first block and valid rows under the schedule (LatentArgs).
+  auto group_span = [&](int g, int& n0, int& valid_rows) {
+    if (g < p.full_groups) {
+      n0 = g * t.blocks_per_group;
+      valid_rows = min(t.blocks_per_group, p.N - n0) * B;
+    } else {
+      n0 = p.full_groups * t.blocks_per_group + (g - p.full_groups) * p.tail_blocks;
+      valid_rows = min(p.tail_blocks, p.N - n0) * B;
+    }
+  };
   auto emb_tokens = [&](int g) {
     emb_live = 0;
-    const int n0 = g * t.blocks_per_group;
-    const int valid_rows = min(t.blocks_per_group, p.N - n0) * B;
+    int n0, valid_rows;
+    group_span(g, n0, valid_rows);
 #pragma unroll
     for (int j = 0; j < kLatentEmbVecs; ++j) {
       const int i = tid + j * kLatentThreads;
@@ -435,14 +451,19 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   XPRESS_LATENT_MARK(1);
   bool first = true;
   for (int g = cluster_id; g < p.num_groups; g += num_clusters, ++iter) {
-    const int n0 = g * t.blocks_per_group;
-    const int valid_rows = min(t.blocks_per_group, p.N - n0) * B;
-
+    int n0, valid_rows;
+    group_span(g, n0, valid_rows);
+    // The group's MMA rows, chosen where used from g and the kernel parameters: no register
+    // holds them across the group.  Measured on the H200 (session 18): the row count derived
+    // from valid_rows made ptxas spill 4 bytes at the 128-register bound (+0.5 us a launch at
+    // N <= 16), and a second copy of the group's code for the smaller groups slowed the draft
+    // steps at N = 1 (+5 us top-C, +20 us full) though a lone launch only by ~0.1 us.
+    auto rows = [&] { return g < p.full_groups ? t.rows : p.tail_rows; };
     if (!emb_fast) {
-      load_rows(s_emb, t.ld_emb, p.w1, p.w1, EmbeddingRows<T>{&p, n0, B}, t.rows, t.kr, valid_rows,
+      load_rows(s_emb, t.ld_emb, p.w1, p.w1, EmbeddingRows<T>{&p, n0, B}, rows(), t.kr, valid_rows,
                 R, p.vec_w1);
     }
-    load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, B, p.xh_sn, p.xh_sb}, t.rows,
+    load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, B, p.xh_sn, p.xh_sb}, rows(),
               t.rc, valid_rows, R - c_base, p.vec_xh);
     cp_async_commit();
     if (emb_fast) emb_load();  // ahead of the MLP weights' copies (measured: 0.2-0.8 us at N <= 32)
@@ -461,11 +482,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     XPRESS_LATENT_MARK(3);
 
     // Phase 1: x = emb @ wlat_t (K-split partials, summed in a fixed order), then + xh.
-    split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, t.rows, t.rc,
+    split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, rows(), t.rc,
                     t.kr, t.ks1);
     __syncthreads();
     XPRESS_LATENT_MARK(4);
-    for (GridWalk w(tid, kLatentThreads, t.rc); w.row < t.rows; w.next()) {
+    for (GridWalk w(tid, kLatentThreads, t.rc); w.row < rows(); w.next()) {
       const int r = w.row;
       const int c = w.col;
       float v = 0.f;
@@ -478,7 +499,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     XPRESS_LATENT_MARK(6);
 
     // Mixer over all j (the op is defined for any mixer, not only lower-triangular ones).
-    for (GridWalk w(tid, kLatentThreads, t.rc / 2); w.row < t.rows; w.next()) {
+    for (GridWalk w(tid, kLatentThreads, t.rc / 2); w.row < rows(); w.next()) {
       const int r = w.row;
       const int c = w.col * 2;
       const int cg = c_base + c;
@@ -517,7 +538,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 
       // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)) for own hidden units, all-gathered.
       const int nth = t.hc / 8;
-      for (int item = warp; item < (t.rows / 16) * nth; item += kLatentWarps) {
+      for (int item = warp; item < (rows() / 16) * nth; item += kLatentWarps) {
         const int nt = item % nth;
         const int mt = item / nth;
         float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -542,11 +563,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       XPRESS_LATENT_MARK(12);
 
       // Phase 3: out = u + m @ wd_t for own channels.
-      split_k_gemm<T>(s_part, t.ld_f, part_stride, s_m, t.ld_m, s_wd, t.ld_wd, t.rows, t.rc, t.kh,
+      split_k_gemm<T>(s_part, t.ld_f, part_stride, s_m, t.ld_m, s_wd, t.ld_wd, rows(), t.rc, t.kh,
                       t.ks3);
       __syncthreads();
       XPRESS_LATENT_MARK(13);
-      for (GridWalk w(tid, kLatentThreads, t.rc); w.row < t.rows; w.next()) {
+      for (GridWalk w(tid, kLatentThreads, t.rc); w.row < rows(); w.next()) {
         const int r = w.row;
         const int c = w.col;
         const int k = r % B;
