@@ -1,7 +1,9 @@
 // The latent stage of one XPress Jacobi pass (SPEC.md "latent_pass"), fused in one launch.
 //
-// Grid: a persistent set of thread-block clusters of `cluster` CTAs (8 or 16), 256 threads each.
-// A cluster walks over groups of `blocks_per_group` blocks (rows = blocks * B, padded to 16).
+// Grid: a persistent set of thread-block clusters of `cluster` CTAs (8 or 16), 512 threads each.
+// A cluster walks over groups of `blocks_per_group` blocks (rows = blocks * B, padded to 16);
+// when the groups take more than one round of the clusters, the last round's blocks come in
+// smaller groups, at most one a cluster (LatentArgs' schedule).
 // The weights (~0.9 MB at R=256, H=512 in bf16) are split across the cluster: CTA `rank` owns
 // latent channels [rank*rc, (rank+1)*rc) and hidden units [rank*hc, (rank+1)*hc), and keeps
 // its slice of every weight resident in shared memory for all the groups it processes, so each
