@@ -297,6 +297,8 @@ class XPressRefinerHead(nn.Module):
             raise ValueError(
                 f"{N} requests exceeds the max_num_reqs={self.max_num_reqs} the scratch buffers were sized for"
             )
+        # Both raise before anything is launched (project_hidden, below, checks again for its
+        # direct callers).
         self._check_hidden(h_full, N)
         self._fused_buffers()
         r = self.rank
