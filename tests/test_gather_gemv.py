@@ -46,6 +46,7 @@ def run(table, ids, x, out=None, reverse=False):
 @pytest.mark.parametrize(
     "lead,M,K,V,table_stride,x_padded",
     [((2, 15), 512, 256, 5000, None, True),  # the head's shape (16-byte rows), a strided x view
+     ((3, 7), 128, 256, 1000, None, False),  # 21 rows of 2 CTAs, ids repeating: CTAs by position, then row
      ((3, 4), 7, 100, 300, None, False),     # a partial last chunk of the lane mapping; M % 4 != 0
      ((5,), 3, 7, 50, None, False),          # rows of 7: the element path; 2-D operands
      ((2, 2), 33, 300, 400, 304, False),     # row-padded table, two chunks per lane
@@ -128,16 +129,24 @@ def test_strided_ids_and_out(device):
 def test_cuda_kernel_paths():
     """Which kernel runs (parity alone would pass if the 16-byte path were never taken): the
     vector kernel for 16-byte rows and an aligned x, the element kernel for rows of 7 elements
-    and for an x that starts off a 16-byte boundary."""
+    and for an x that starts off a 16-byte boundary.  And the CTA order: by candidate position
+    when a row's tiles fill whole CTAs (M a multiple of 64) and a table row is expected in at
+    least 1.5 rows' lists (S * M >= 1.5 V), else row by row."""
     table, ids, x = case((2, 3), 32, 256, 100, torch.bfloat16, "cuda", 7)
     odd = case((2, 3), 32, 7, 100, torch.bfloat16, "cuda", 8)
     shifted = torch.randn(2 * 3 * 256 + 1, device="cuda").to(torch.bfloat16)[1:].view(2, 3, 256)
-    for args, vec in (((table, ids, x), "true"), (odd, "false"), ((table, ids, shifted), "false")):
+    many = case((3, 7), 128, 256, 1000, torch.bfloat16, "cuda", 9)  # 21 * 128 >= 1.5 * 1000
+    many_odd = case((3, 7), 128, 7, 1000, torch.bfloat16, "cuda", 10)
+    few = case((3, 7), 128, 256, 1800, torch.bfloat16, "cuda", 11)  # 21 * 128 < 1.5 * 1800
+    for args, vec, by_position in (((table, ids, x), "true", "false"), (odd, "false", "false"),
+                                   ((table, ids, shifted), "false", "false"), (many, "true", "true"),
+                                   (many_odd, "false", "true"), (few, "true", "false")):
         out, names = cuda_kernels_run(lambda: run(*args))
         assert bitwise_equal(out.cpu(), ref.gather_gemv(*(t.cpu() for t in args)))
         if names is not None:  # None under a sanitizer
             ran = [n for n in names if "gather_gemv_kernel" in n]
-            assert ran == [n for n in ran if f"gather_gemv_kernel<__nv_bfloat16, {vec}>" in n] != [], (vec, names)
+            want = f"gather_gemv_kernel<__nv_bfloat16, {vec}, {by_position}>"
+            assert ran == [n for n in ran if want in n] != [], (want, names)
 
 
 @pytest.mark.parametrize("device", DEVICES)

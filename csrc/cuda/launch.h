@@ -21,18 +21,32 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
 namespace xpress {
 
+// An environment knob (benchmarks and tests): the index of its value in `choices`, `fallback`
+// when it is unset or empty; any other value is an error that names the knob and its choices.
+inline int env_choice(const char* name, std::initializer_list<const char*> choices, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  std::string allowed;
+  int i = 0;
+  for (const char* c : choices) {
+    if (std::strcmp(v, c) == 0) return i;
+    allowed += i == 0 ? "" : (i + 1 == static_cast<int>(choices.size()) ? " or " : ", ");
+    allowed += c;
+    ++i;
+  }
+  TORCH_CHECK_VALUE(false, name, " must be ", allowed, ", got '", v, "'");
+  return fallback;  // not reached
+}
+
 inline bool pdl_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("XPRESS_EXT_PDL");
-    const std::string s = v == nullptr ? "" : v;
-    TORCH_CHECK_VALUE(s.empty() || s == "0" || s == "1", "XPRESS_EXT_PDL must be 0 or 1, got '", s, "'");
-    return s != "0";
-  }();
+  static const bool allowed = env_choice("XPRESS_EXT_PDL", {"0", "1"}, 1) == 1;
   return allowed;
 }
 

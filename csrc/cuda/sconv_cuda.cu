@@ -7,7 +7,6 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cstdlib>
-#include <string_view>
 
 #include "../checks.h"
 #include "../dispatch.h"
@@ -90,14 +89,12 @@ constexpr int kSconvMaxRegW = 8;
 constexpr int64_t kSconvDirectMaxTokens = 256;
 
 SconvVariant sconv_variant(int64_t tokens, int64_t W, const at::Tensor& weight) {
-  const char* forced = std::getenv("XPRESS_EXT_SCONV_VARIANT");
-  const std::string_view f = forced == nullptr ? "" : forced;  // read per call: tests force each variant
-  TORCH_CHECK_VALUE(f.empty() || f == "tiled" || f == "direct" || f == "stream",
-                    "XPRESS_EXT_SCONV_VARIANT must be 'tiled', 'direct' or 'stream', got '", f, "'");
+  // Read per call: tests force each variant.
+  const int f = env_choice("XPRESS_EXT_SCONV_VARIANT", {"tiled", "direct", "stream"}, -1);
   const bool regs = W <= kSconvMaxRegW && weight.stride(0) == W && aligned16(weight.const_data_ptr());
-  if (!regs || f == "tiled") return SconvVariant::kTiled;
-  if (f == "direct") return SconvVariant::kDirect;
-  if (f == "stream") return SconvVariant::kStream;
+  if (!regs || f == 0) return SconvVariant::kTiled;
+  if (f == 1) return SconvVariant::kDirect;
+  if (f == 2) return SconvVariant::kStream;
   return tokens <= kSconvDirectMaxTokens ? SconvVariant::kDirect : SconvVariant::kStream;
 }
 

@@ -122,35 +122,16 @@ struct LatentPlan {
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
 // 1 / 2 the row-tile variant with 16 / 32 rows per CTA.
 int forced_latent_variant() {
-  const char* v = std::getenv("XPRESS_EXT_LATENT_VARIANT");
-  if (v == nullptr || *v == '\0') return -1;
-  const std::string s(v);
-  if (s == "cluster") return 0;
-  if (s == "rows16") return 1;
-  if (s == "rows32") return 2;
-  TORCH_CHECK_VALUE(false, "XPRESS_EXT_LATENT_VARIANT must be cluster, rows16 or rows32; got '",
-                    s, "'");
+  return env_choice("XPRESS_EXT_LATENT_VARIANT", {"cluster", "rows16", "rows32"}, -1);
 }
 
 // Whether the kernels compiled for the canonical head may run (XPRESS_EXT_LATENT_FIXED=0: the
 // generic kernels everywhere; benchmarks and tests, read per call).
-bool latent_fixed_enabled() {
-  const char* v = std::getenv("XPRESS_EXT_LATENT_FIXED");
-  if (v == nullptr || *v == '\0') return true;
-  const std::string s(v);
-  TORCH_CHECK_VALUE(s == "0" || s == "1", "XPRESS_EXT_LATENT_FIXED must be 0 or 1; got '", s, "'");
-  return s == "1";
-}
+bool latent_fixed_enabled() { return env_choice("XPRESS_EXT_LATENT_FIXED", {"0", "1"}, 1) == 1; }
 
 // Whether the cluster variant's last round may take smaller groups (XPRESS_EXT_LATENT_TAIL=0:
 // whole groups; benchmarks and tests, read per call).
-bool latent_tail_enabled() {
-  const char* v = std::getenv("XPRESS_EXT_LATENT_TAIL");
-  if (v == nullptr || *v == '\0') return true;
-  const std::string s(v);
-  TORCH_CHECK_VALUE(s == "0" || s == "1", "XPRESS_EXT_LATENT_TAIL must be 0 or 1; got '", s, "'");
-  return s == "1";
-}
+bool latent_tail_enabled() { return env_choice("XPRESS_EXT_LATENT_TAIL", {"0", "1"}, 1) == 1; }
 
 // The kernels compiled for the canonical head (16-bit, B = 16, R = 256, H = 512, 8-CTA cluster
 // tiling), where the index arithmetic is constants; the generic ones elsewhere.  Both give the
@@ -362,14 +343,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
 // XPRESS_EXT_ARGMAX_SCAN (benchmarks and tests, read per call): "packed" (default) scores 16-bit
 // rows two per register and takes top-C argmax's packed kernel; "chain" keeps the per-element
 // RunningArgmax chain and the general top-C kernel.
-bool packed_argmax_scan() {
-  const char* v = std::getenv("XPRESS_EXT_ARGMAX_SCAN");
-  if (v == nullptr || *v == '\0') return true;
-  const std::string s(v);
-  TORCH_CHECK_VALUE(s == "packed" || s == "chain", "XPRESS_EXT_ARGMAX_SCAN must be 'packed' or 'chain', got '",
-                    s, "'");
-  return s == "packed";
-}
+bool packed_argmax_scan() { return env_choice("XPRESS_EXT_ARGMAX_SCAN", {"packed", "chain"}, 0) == 0; }
 
 // kernel<kVec, kPacked> for the row layout and dtype: the packed scan needs 16-bit vectors.
 template <typename T, typename Pick>
@@ -557,12 +531,8 @@ TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, const cudaDe
   const int64_t narrow_chunks = (V + k::SelNarrow::kChunk - 1) / k::SelNarrow::kChunk;
   bool narrow = rows * plan.splits > static_cast<int64_t>(k::SelWide::kMinBlocks) * prop->multiProcessorCount &&
                 c <= narrow_chunks;
-  const char* forced = std::getenv("XPRESS_EXT_TOPC_CTA");
-  if (forced != nullptr && *forced != '\0') {
-    const std::string f(forced);
-    TORCH_CHECK_VALUE(f == "wide" || f == "narrow", "XPRESS_EXT_TOPC_CTA must be wide or narrow; got '", f, "'");
-    narrow = f == "narrow";
-  }
+  const int forced = env_choice("XPRESS_EXT_TOPC_CTA", {"wide", "narrow"}, -1);
+  if (forced >= 0) narrow = forced == 1;
   plan.threads = narrow ? 256 : 512;
   const int chunk = narrow ? k::SelNarrow::kChunk : k::SelWide::kChunk;
   plan.slice = (slice + chunk - 1) / chunk * chunk;
@@ -670,14 +640,24 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
   const int64_t tiles = d.S1 * d.S2 * tiles_per_s;
   TORCH_CHECK_VALUE(tiles <= std::numeric_limits<int32_t>::max(), "gather_gemv: ", d.S1 * d.S2 * d.M,
                     " dot products (ids.numel()) exceed one launch's ", int64_t{k::kGemvRows}, " * 2^31");
+  a.S = static_cast<uint32_t>(d.S1 * d.S2);
   a.S2 = static_cast<uint32_t>(d.S2);
   a.tiles_per_s = static_cast<uint32_t>(tiles_per_s);
   a.tiles = static_cast<uint32_t>(tiles);
   a.reverse = reverse ? 1u : 0u;
+  // The CTAs by position (gather_gemv.cuh's gemv_tile) when a row's tiles fill whole CTAs and a
+  // table row is expected in at least 1.5 rows' lists (S * M >= 1.5 V: N >= 32 at the canonical
+  // head).  Measured on the H200 (session 19, benchmarks/RESULTS.md; the head's six passes,
+  // alternating direction, candidates sorted per row as topc_select writes them, µs a pass,
+  // by position / by row): 160 / 182 at N = 256, 82-84 / 92-93 at 128, 43-44 / 47 at 64,
+  // 23.3-23.7 / 24.3-24.8 at 32; with each row's ids shuffled 1-2 % slower from N = 32 on.
+  const bool by_position = tiles_per_s % k::kGemvWarps == 0 && 2 * d.S1 * d.S2 * d.M >= 3 * d.V;
   const bool vec = d.K % k::kVecElems<T> == 0 && rows_vectorizable(table, {a.table_s}) &&
                    rows_vectorizable(x, {a.x_s1, a.x_s2});
   const int64_t ctas = (tiles + k::kGemvWarps - 1) / k::kGemvWarps;
-  launch_kernel(vec ? k::gather_gemv_kernel<T, true> : k::gather_gemv_kernel<T, false>,
+  const auto kernel = by_position ? (vec ? k::gather_gemv_kernel<T, true, true> : k::gather_gemv_kernel<T, false, true>)
+                                  : (vec ? k::gather_gemv_kernel<T, true, false> : k::gather_gemv_kernel<T, false, false>);
+  launch_kernel(kernel,
                 dim3(static_cast<unsigned>(ctas)), dim3(k::kGemvThreads), 0,
                 at::cuda::getCurrentCUDAStream(device).stream(), 1, a);
 }

@@ -45,10 +45,35 @@ struct GatherGemvArgs {
   T* out;  // [S1, S2, M]
   int64_t out_s1, out_s2, out_sm;
   int64_t M, K;
-  uint32_t S2, tiles_per_s;  // tiles_per_s = ceil(M / kGemvRows)
-  uint32_t tiles;            // S1 * S2 * tiles_per_s < 2^31 (the launcher checks)
-  uint32_t reverse;          // nonzero: warps take the tiles from the last (same results)
+  uint32_t S, S2, tiles_per_s;  // S = S1 * S2 rows; tiles_per_s = ceil(M / kGemvRows)
+  uint32_t tiles;               // S * tiles_per_s < 2^31 (the launcher checks)
+  uint32_t reverse;             // nonzero: warps take the tiles from the last (same results)
 };
+
+// Tile `tile` (kGemvRows consecutive m of one row s) as (s, m / kGemvRows).  A CTA's warps take
+// consecutive tiles of one row (they share x).  kByPosition (tiles_per_s a multiple of
+// kGemvWarps): the CTAs are ordered by candidate
+// position first and row second -- CTA c takes row c % S, tiles [8 (c / S), 8 (c / S) + 8) --
+// so the CTAs resident at a time all read the same stretch of positions, across every row.
+// The head's candidates come in ascending id order, so a stretch of positions is a band of
+// the vocabulary, and a table row that several rows' lists hold is read from DRAM once and
+// then from L2 (random candidates: a W2 row is in ~1.6 lists at N = 32, ~13 at N = 256; the
+// launcher picks the instance from that expectation; a template parameter, not a run-time
+// flag: the flag's branch cost the row-ordered kernel ~0.3 µs at N = 16).  Otherwise tiles run row by row, each
+// row's tiles in order.  Either way each output is one warp's: the same bits.
+template <bool kByPosition>
+__device__ __forceinline__ void gemv_tile(uint32_t tile, uint32_t S, uint32_t tiles_per_s, uint32_t& s,
+                                          uint32_t& mt) {
+  if constexpr (kByPosition) {
+    const uint32_t cta = tile / kGemvWarps;
+    const uint32_t band = cta / S;  // 32-bit divisions (a 64-bit one is a ~70-instruction call)
+    s = cta - band * S;
+    mt = band * kGemvWarps + tile % kGemvWarps;
+  } else {
+    s = tile / tiles_per_s;
+    mt = tile - s * tiles_per_s;
+  }
+}
 
 // This lane's kV elements of a row starting at k0, zero past K.
 template <typename T, bool kVec>
@@ -63,7 +88,7 @@ __device__ __forceinline__ Vec16<T> load_lane_vec(const T* row, int64_t k0, int6
   return v;
 }
 
-template <typename T, bool kVec>
+template <typename T, bool kVec, bool kByPosition = false>
 __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gemv_kernel(const __grid_constant__ GatherGemvArgs<T> p) {
   grid_dependency_sync();  // before any global access (common.cuh)
   constexpr int kV = kVecElems<T>;
@@ -72,9 +97,9 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gem
   const uint32_t raw = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
   if (raw >= p.tiles) return;  // whole warps only
   const uint32_t tile = p.reverse ? p.tiles - 1 - raw : raw;
-  // 32-bit divisions: a 64-bit one is a ~70-instruction call on the path to the first load
-  const uint32_t s = tile / p.tiles_per_s;
-  const int64_t m0 = static_cast<int64_t>(tile - s * p.tiles_per_s) * G;
+  uint32_t s, mt;
+  gemv_tile<kByPosition>(tile, p.S, p.tiles_per_s, s, mt);
+  const int64_t m0 = static_cast<int64_t>(mt) * G;
   const uint32_t s1 = s / p.S2, s2 = s - s1 * p.S2;
   int64_t id = 0;
   if (lane < G && m0 + lane < p.M) id = clamp_index(p.ids[s1 * p.ids_s1 + s2 * p.ids_s2 + (m0 + lane) * p.ids_sm], p.V);
