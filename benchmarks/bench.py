@@ -118,6 +118,45 @@ def add_argmax_case(N, gen):
                 nsets, nbytes, baseline_ok=ok)
 
 
+def readout_argmax_case(N, gen):
+    """One full-vocabulary pass after the latent kernel: readout, add and argmax.  Ours is
+    readout_argmax_to_blk (fused up to 64 rows, else cuBLAS into a scratch bias + add_argmax);
+    the Triton baseline is the seed's pass (torch.mm into a bias, then its two-stage add+argmax
+    over a dense base); torch: the GEMM, the add and argmax.  lat and W2 hold small multiples
+    of powers of two, so every dot product is exact in fp32 and all three must give the
+    reference's ids bit for bit."""
+    rows = N * (B - 1)
+    nbytes = V * R * 2 + rows * V * 2 + rows * R * 2  # W2, base and lat, each read once
+    nsets = nsets_for(rows * V * 2)
+    w2 = (torch.randint(-2, 3, (V, R), device="cuda") / 64).to(DTYPE)
+    bases = [(torch.randn(N, B, V, device="cuda") * 3).to(DTYPE) for _ in range(nsets)]
+    lats = [torch.randint(-2, 3, (N, B - 1, R), device="cuda").to(DTYPE) for _ in range(nsets)]
+    bias = torch.empty(rows, V, dtype=DTYPE, device="cuda")
+    blk, blk_tr, blk_t = (torch.zeros(N, B, dtype=torch.long, device="cuda") for _ in range(3))
+    want = ref.readout_argmax_to_blk(bases[0][:, 1:, :], lats[0], w2, torch.zeros_like(blk))
+    xpress_ext.readout_argmax_to_blk(bases[0][:, 1:, :], lats[0], w2, blk, bias)
+    if not torch.equal(blk, want):  # no timing of a wrong result
+        raise RuntimeError(f"readout_argmax_to_blk differs from the reference at N={N}")
+    triton_fn, ok = None, None
+    if tb.HAVE_TRITON:
+        dense = [b[:, 1:, :].reshape(rows, V).contiguous() for b in bases]
+        chunks = math.ceil(V / 4096)
+        ov = torch.empty(rows, chunks, dtype=torch.float32, device="cuda")
+        oi = torch.empty(rows, chunks, dtype=torch.int64, device="cuda")
+
+        def triton_fn(i):
+            torch.mm(lats[i].view(rows, R), w2.t(), out=bias)
+            tb.fused_add_argmax_to_blk(dense[i], bias, ov, oi, blk_tr)
+        triton_fn(0)
+        ok = torch.equal(blk_tr, want)
+
+    def eager(i):
+        blk_t[:, 1:] = (bases[i][:, 1:, :] + lats[i] @ w2.t()).argmax(-1)
+
+    return Case(lambda i: xpress_ext.readout_argmax_to_blk(bases[i][:, 1:, :], lats[i], w2, blk, bias), eager,
+                triton_fn, nsets, nbytes, baseline_ok=ok)
+
+
 def topc_argmax_case(N, gen):
     rows = N * (B - 1)
     base_c = torch.randn(N, B - 1, C, generator=gen).to(DTYPE).cuda()
@@ -260,6 +299,7 @@ def draft_case(path, N, gen):
 CASES = {
     "latent_pass": (latent_case, NS),
     "add_argmax": (add_argmax_case, NS),
+    "readout_argmax": (readout_argmax_case, NS),
     "topc_argmax": (topc_argmax_case, NS),
     "topc_select": (topc_select_case, NS),
     "gather_rows": (gather_rows_case, NS),

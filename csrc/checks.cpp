@@ -173,9 +173,9 @@ namespace {
 
 // base / bias of add_argmax: [rows, V] or [N, B-1, V], unit stride along V.
 RowStrides check_row_operand(const char* op, const char* name, const at::Tensor& t, int64_t N,
-                             int64_t Bm1) {
-  TORCH_CHECK_VALUE(t.dim() == 2 || t.dim() == 3, op, ": ", name,
-                    " must be [N * (B - 1), V] or [N, B - 1, V], got shape ", t.sizes());
+                             int64_t Bm1, const char* last = "V") {
+  TORCH_CHECK_VALUE(t.dim() == 2 || t.dim() == 3, op, ": ", name, " must be [N * (B - 1), ", last,
+                    "] or [N, B - 1, ", last, "], got shape ", t.sizes());
   check_inner_stride(op, name, t);
   if (t.dim() == 2) {
     check_size(op, name, t, 0, N * Bm1, "rows = N * (B - 1) from blk");
@@ -220,6 +220,47 @@ AddArgmaxDims check_add_argmax(const at::Tensor& base, const std::optional<at::T
   TORCH_CHECK_VALUE(bias->size(-1) == d.V, op, ": bias.shape[-1] must be V = base.shape[-1] = ", d.V,
                     ", got ", bias->size(-1));
   check_writable(op, {"blk", &blk}, {{"base", &base}, {"bias", &*bias}});
+  return d;
+}
+
+ReadoutDims check_readout_argmax(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
+                                 const at::Tensor& blk, const std::optional<at::Tensor>& bias) {
+  constexpr const char* op = "readout_argmax_to_blk";
+  check_same_device(op, {{"base", &base}, {"lat", &lat}, {"w2", &w2}, {"blk", &blk}});
+  check_float_dtype(op, "base", base);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"lat", &lat}, {"w2", &w2}}) {
+    TORCH_CHECK_TYPE(t->scalar_type() == base.scalar_type(), op, ": ", name, " must have base's dtype ",
+                     base.scalar_type(), ", got ", t->scalar_type());
+  }
+  check_dtype(op, "blk", blk, at::kLong);
+  check_dim(op, "blk", blk, 2);
+  check_inner_stride(op, "blk", blk);
+  check_dim(op, "w2", w2, 2);
+  check_inner_stride(op, "w2", w2);
+  ReadoutDims d{};
+  d.a.N = blk.size(0);
+  TORCH_CHECK_VALUE(blk.size(1) >= 1, op, ": blk.shape[1] (B) must be >= 1, got ", blk.size(1));
+  d.a.Bm1 = blk.size(1) - 1;
+  d.a.base = check_row_operand(op, "base", base, d.a.N, d.a.Bm1);
+  d.a.V = base.size(-1);
+  TORCH_CHECK_VALUE(d.a.V >= 1, op, ": base.shape[-1] (V) must be >= 1, got ", d.a.V);
+  TORCH_CHECK_VALUE(d.a.V <= std::numeric_limits<int32_t>::max(), op, ": base.shape[-1] (V) must be < 2^31, got ", d.a.V);
+  check_size(op, "w2", w2, 0, d.a.V, "V = base.shape[-1]");
+  d.R = w2.size(1);
+  TORCH_CHECK_VALUE(d.R >= 1, op, ": w2.shape[1] (R) must be >= 1, got ", d.R);
+  d.a.bias = check_row_operand(op, "lat", lat, d.a.N, d.a.Bm1, "R");
+  check_size(op, "lat", lat, lat.dim() - 1, d.R, "R = w2.shape[1]");
+  check_writable(op, {"blk", &blk}, {{"base", &base}, {"lat", &lat}, {"w2", &w2}});
+  if (bias.has_value()) {
+    check_same_device(op, {{"base", &base}, {"bias", &*bias}});
+    TORCH_CHECK_TYPE(bias->scalar_type() == base.scalar_type(), op, ": bias must have base's dtype ",
+                     base.scalar_type(), ", got ", bias->scalar_type());
+    check_dim(op, "bias", *bias, 2);
+    check_inner_stride(op, "bias", *bias);
+    check_size(op, "bias", *bias, 0, d.a.N * d.a.Bm1, "rows = N * (B - 1) from blk");
+    check_size(op, "bias", *bias, 1, d.a.V, "V = base.shape[-1]");
+    check_writable(op, {"bias", &*bias}, {{"base", &base}, {"lat", &lat}, {"w2", &w2}, {"blk", &blk}});
+  }
   return d;
 }
 

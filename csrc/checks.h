@@ -62,6 +62,16 @@ struct AddArgmaxDims {
 AddArgmaxDims check_add_argmax(const at::Tensor& base, const std::optional<at::Tensor>& bias,
                                const at::Tensor& blk);
 
+// readout_argmax_to_blk: base as add_argmax's; lat [rows, R] or [N, B-1, R] of base's dtype,
+// unit stride along R; w2 [V, R] of base's dtype, unit stride along R; bias (optional scratch)
+// [rows, V] of base's dtype, unit stride along V, overlapping no input.
+struct ReadoutDims {
+  AddArgmaxDims a;  // a.bias: lat's (n, b) strides
+  int64_t R;
+};
+ReadoutDims check_readout_argmax(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
+                                 const at::Tensor& blk, const std::optional<at::Tensor>& bias);
+
 struct TopcDims {
   int64_t N, Bm1, C;
 };

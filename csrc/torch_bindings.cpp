@@ -11,6 +11,9 @@ TORCH_LIBRARY(xpress_ext, m) {
       "Tensor wlat_t, Tensor mix_kjc, Tensor wg_t, Tensor wu_t, Tensor wd_t, "
       "bool do_mlp=True, bool prefetch_weights=False) -> ()");
   m.def("add_argmax_to_blk(Tensor base, Tensor? bias, Tensor(a!) blk) -> ()");
+  m.def(
+      "readout_argmax_to_blk(Tensor base, Tensor lat, Tensor w2, Tensor(a!) blk, Tensor(b!)? bias=None, "
+      "bool prefetch_weights=False) -> ()");
   m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
   m.def(
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
@@ -36,6 +39,7 @@ TORCH_LIBRARY(xpress_ext, m) {
 TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("latent_pass", &xpress::latent_pass_cpu);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cpu);
+  m.impl("readout_argmax_to_blk", &xpress::readout_argmax_to_blk_cpu);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
   m.impl("topc_select", &xpress::topc_select_cpu);
   m.impl("gather_rows", &xpress::gather_rows_cpu);
@@ -48,6 +52,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
 TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("latent_pass", &xpress::latent_pass_cuda);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cuda);
+  m.impl("readout_argmax_to_blk", &xpress::readout_argmax_to_blk_cuda);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);
   m.impl("topc_select", &xpress::topc_select_cuda);
   m.impl("gather_rows", &xpress::gather_rows_cuda);

@@ -11,7 +11,15 @@ from . import _C  # noqa: F401  (runs the TORCH_LIBRARY registrations)
 from . import ops
 from . import sconv as _sconv_module  # noqa: F401  (xpress_ext.sconv, the seed-002 drop-in)
 from .head import HYBRID_KEY_MAP, CheckpointError, XPressRefinerHead
-from .ops import add_argmax_to_blk, gather_gemv, gather_rows, latent_pass, topc_argmax_to_blk, topc_select
+from .ops import (
+    add_argmax_to_blk,
+    gather_gemv,
+    gather_rows,
+    latent_pass,
+    readout_argmax_to_blk,
+    topc_argmax_to_blk,
+    topc_select,
+)
 
 
 def has_cuda_kernels() -> bool:
@@ -26,6 +34,7 @@ __all__ = [
     "ops",
     "latent_pass",
     "add_argmax_to_blk",
+    "readout_argmax_to_blk",
     "topc_argmax_to_blk",
     "topc_select",
     "gather_rows",

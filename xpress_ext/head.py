@@ -3,11 +3,12 @@
 A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacobi passes:
 
     latent   xpress_ext.latent_pass            (one launch)
-    readout  bias = lat @ W2                   (full vocabulary: cuBLAS, [rows, V])
+    readout  xpress_ext.readout_argmax_to_blk  (full vocabulary: readout, add and argmax; fused
+    + argmax                                    up to 16 rows, else cuBLAS into [rows, V] and
+                                                add_argmax_to_blk)
              xpress_ext.gather_gemv            (top-C: one launch, [rows, C], W2's candidate
                                                 rows read in place)
-    argmax   xpress_ext.add_argmax_to_blk      (one launch; full vocabulary)
-             xpress_ext.topc_argmax_to_blk     (one launch; top-C candidates)
+             xpress_ext.topc_argmax_to_blk     (then one launch; top-C candidates)
 
 Once per step the top-C path selects the candidates (xpress_ext.topc_select, which also writes
 the starting argmax); in a captured CUDA graph that (or the full path's starting argmax) runs
@@ -356,10 +357,10 @@ class XPressRefinerHead(nn.Module):
 
     def jacobi_pass(self, step: dict) -> None:
         """One greedy Jacobi pass on the custom ops: latent, readout, fused argmax into
-        step["blk"] (three launches; the [rows, V] sum never materialised, and on the top-C path
-        no [rows, C, r] copy of W2's candidate rows either)."""
+        step["blk"] (the [rows, V] sum never materialised; on the full path up to 16 rows not
+        the [rows, V] readout either, and on the top-C path no [rows, C, r] copy of W2's
+        candidate rows)."""
         buf = self._fused_buf
-        rows, r = step["rows"], self.rank
         blk, lat = step["blk"], step["lat"]
         # prefetch_weights: nothing a step runs writes the fused weights (a reload happens
         # between steps), so the kernel may copy them before the kernels ahead of it finish.
@@ -374,5 +375,5 @@ class XPressRefinerHead(nn.Module):
             step["gemv_reverse"] = not reverse
             ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk)
         else:
-            torch.mm(lat.view(rows, r), self.w2.weight.t(), out=step["bias"])
-            ops.add_argmax_to_blk(step["slots"], step["bias"], blk)
+            # prefetch_weights: W2 and the base logits are constant over a step.
+            ops.readout_argmax_to_blk(step["slots"], lat, self.w2.weight, blk, step["bias"], prefetch_weights=True)

@@ -44,6 +44,31 @@ def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor | None, blk: torch.
     _ops.add_argmax_to_blk.default(base, bias, blk)
 
 
+def readout_argmax_to_blk(
+    base: torch.Tensor,
+    lat: torch.Tensor,
+    w2: torch.Tensor,
+    blk: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    prefetch_weights: bool = False,
+) -> None:
+    """``blk[n, 1 + b] = argmax_v dtype(base[r, v] + dtype(lat[r] . w2[v]))``: the full-vocabulary
+    readout and ``add_argmax_to_blk`` in one call.  base [rows, V] or [N, B-1, V] (strided views
+    read in place), lat [rows, R] or [N, B-1, R], w2 [V, R], all one dtype.  Each dot product is
+    an fp32 sum rounded once to the dtype, in the order of the implementation (like two GEMMs,
+    two implementations can differ in a bias's last bit).  On CUDA, 16-bit rows with R = 128 or
+    256 and at most 16 rows (N = 1 at B = 16) run fused (W2 streamed once, the [rows, V] bias never stored); other
+    calls run the readout as one GEMM into ``bias`` ([rows, V] scratch, else a new tensor) and
+    then ``add_argmax_to_blk``.
+
+    ``prefetch_weights`` lets the fused kernel copy its first tiles of ``w2`` and ``base`` before
+    it waits for the kernels ahead of it on the stream (programmatic dependent launch), so the
+    copies overlap them.  Pass True only when no kernel queued before this one writes ``w2`` or
+    ``base`` -- as in XPressRefinerHead, where both are constant over a draft step.  Same ids
+    either way; the CPU and the GEMM path ignore it."""
+    _ops.readout_argmax_to_blk.default(base, lat, w2, blk, bias, prefetch_weights)
+
+
 def topc_argmax_to_blk(
     base_c: torch.Tensor, bias_c: torch.Tensor, cand: torch.Tensor, blk: torch.Tensor
 ) -> None:
@@ -131,6 +156,11 @@ def _latent_pass_fake(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t
 
 @torch.library.register_fake("xpress_ext::add_argmax_to_blk")
 def _add_argmax_fake(base, bias, blk):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::readout_argmax_to_blk")
+def _readout_argmax_fake(base, lat, w2, blk, bias=None, prefetch_weights=False):
     return None
 
 

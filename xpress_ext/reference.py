@@ -13,6 +13,7 @@ __all__ = [
     "latent_pass",
     "latent_pass_lowp",
     "add_argmax_to_blk",
+    "readout_argmax_to_blk",
     "topc_argmax_to_blk",
     "topc_select",
     "gather_rows",
@@ -115,6 +116,13 @@ def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor, blk: torch.Tensor)
         ids = (_rows(base, rows) + _rows(bias, rows)).argmax(dim=-1)
         out[:, 1:] = ids.view(n, b - 1)
     return out
+
+
+def readout_argmax_to_blk(base: torch.Tensor, lat: torch.Tensor, w2: torch.Tensor, blk: torch.Tensor) -> torch.Tensor:
+    """``add_argmax_to_blk(base, lat @ w2.T, blk)``, the readout in the dtype as torch computes it."""
+    n, b = blk.shape
+    rows = n * (b - 1)
+    return add_argmax_to_blk(base, (_rows(lat, rows) @ w2.t()) if rows else base, blk)
 
 
 def topc_argmax_to_blk(

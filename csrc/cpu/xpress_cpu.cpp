@@ -172,6 +172,18 @@ void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tenso
                         });
 }
 
+// The readout in the dtype as torch computes it (fp32 sums, rounded once; into `bias` when
+// given), then add_argmax.
+void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
+                               const std::optional<at::Tensor>& bias, bool /*prefetch_weights: CUDA only*/) {
+  const ReadoutDims d = check_readout_argmax(base, lat, w2, blk, bias);
+  const int64_t rows = d.a.N * d.a.Bm1;
+  if (rows == 0) return;
+  at::Tensor out = bias.has_value() ? *bias : at::empty({rows, d.a.V}, base.options());
+  at::mm_out(out, lat.reshape({rows, d.R}), w2.t());
+  add_argmax_to_blk_cpu(base, out, blk);
+}
+
 void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                             const at::Tensor& cand, at::Tensor& blk) {
   const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);

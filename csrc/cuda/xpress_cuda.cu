@@ -24,6 +24,7 @@
 #include "../kernels/topc_select.cuh"
 #include "../kernels/gather_rows.cuh"
 #include "../kernels/gather_gemv.cuh"
+#include "../kernels/readout_argmax.cuh"
 #include "../ops.h"
 #include "launch.h"
 
@@ -425,6 +426,69 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 }
 
 // ---------------------------------------------------------------------------------------------
+// readout_argmax_to_blk
+
+// The fused kernels (readout_argmax.cuh) take 16-bit rows of R = 128 or 256, at most 16 rows,
+// 16-byte-aligned rows of base and w2 and V a multiple of 8; anything else (and
+// XPRESS_EXT_READOUT=split, for A/B runs and tests; read per call) is the readout as one GEMM
+// into `bias` (the caller's scratch, else a new tensor) and then add_argmax.  Measured on the
+// H200 (session 19, benchmarks/RESULTS.md): the fused call is level with the split one alone
+// at N = 1 (29.7-30.4 against 30.6 µs) and takes ~20 µs off the full draft step there, but a
+// build that also fused two and four m-tiles was slower at N = 2 and 4 (38.8 / 64.3 against
+// 33.9 / 39.0 µs a call).
+
+template <typename T>
+void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
+                           at::Tensor& blk, const std::optional<at::Tensor>& bias, bool prefetch_weights) {
+  const int device = blk.get_device();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  const int64_t rows = d.a.N * d.a.Bm1;
+  const size_t smem = k::readout_smem_bytes(static_cast<int>(std::min<int64_t>(d.R, 256)), sizeof(T));
+  const bool fused = sizeof(T) == 2 && rows <= k::kReadoutMaxRows && (d.R == 256 || d.R == 128) &&
+                     d.a.V % k::kVecElems<T> == 0 && rows_vectorizable(base, {d.a.base.sn, d.a.base.sb}) &&
+                     rows_vectorizable(w2, {w2.stride(0)}) && smem <= prop->sharedMemPerBlockOptin &&
+                     env_choice("XPRESS_EXT_READOUT", {"fused", "split"}, 0) == 0;
+  if (!fused) {
+    at::Tensor out = bias.has_value() ? *bias : at::empty({rows, d.a.V}, base.options());
+    at::mm_out(out, lat.reshape({rows, d.R}), w2.t());
+    AddArgmaxDims ad = d.a;
+    ad.bias = {out.stride(0) * d.a.Bm1, out.stride(0)};
+    launch_add_argmax<T>(ad, base, out, blk);
+    return;
+  }
+  if constexpr (sizeof(T) == 2) {  // the tensor-core kernels exist for 16-bit types only
+    k::ReadoutArgs<T> a{};
+    a.base = cptr<T>(base);
+    a.base_sn = d.a.base.sn;
+    a.base_sb = d.a.base.sb;
+    a.lat = cptr<T>(lat);
+    a.lat_sn = d.a.bias.sn;
+    a.lat_sb = d.a.bias.sb;
+    a.w2 = cptr<T>(w2);
+    a.w2_s = w2.stride(0);
+    a.blk = mptr<int64_t>(blk);
+    a.blk_sn = blk.stride(0);
+    a.blk_sb = blk.stride(1);
+    a.rows = static_cast<int>(rows);
+    a.bm1 = static_cast<int>(d.a.Bm1);
+    a.R = static_cast<int>(d.R);
+    a.V = d.a.V;
+    a.tiles = static_cast<int>((d.a.V + k::kReadoutTileV - 1) / k::kReadoutTileV);
+    a.prefetch = prefetch_weights;
+    const int parts = std::min(a.tiles, prop->multiProcessorCount);
+    at::Tensor partial = at::empty({rows, parts}, blk.options());
+    a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
+    const unsigned grid = static_cast<unsigned>(parts);
+    const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;
+    allow_max_smem(kernel, device);
+    launch_kernel(kernel, dim3(grid), dim3(k::kReadoutThreads), smem, stream, 1, a);
+    launch_kernel(k::readout_argmax_reduce_kernel<T>, dim3(static_cast<unsigned>((rows + k::kReadoutWarps - 1) / k::kReadoutWarps)),
+                  dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // topc_argmax_to_blk
 
 template <typename T>
@@ -708,6 +772,15 @@ void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tens
   if (d.N * d.Bm1 == 0) return;
   XPRESS_DISPATCH_FLOAT(base.scalar_type(), "add_argmax_to_blk", __nv_bfloat16, __half, float,
                         [&] { launch_add_argmax<scalar_t>(d, base, bias, blk); });
+}
+
+void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
+                                const std::optional<at::Tensor>& bias, bool prefetch_weights) {
+  const ReadoutDims d = check_readout_argmax(base, lat, w2, blk, bias);
+  const c10::cuda::OptionalCUDAGuard guard(blk.device());
+  if (d.a.N * d.a.Bm1 == 0) return;
+  XPRESS_DISPATCH_FLOAT(base.scalar_type(), "readout_argmax_to_blk", __nv_bfloat16, __half, float,
+                        [&] { launch_readout_argmax<scalar_t>(d, base, lat, w2, blk, bias, prefetch_weights); });
 }
 
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,

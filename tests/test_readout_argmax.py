@@ -1,0 +1,226 @@
+"""readout_argmax_to_blk: blk[n, 1 + b] = argmax_v dtype(base[r, v] + dtype(lat[r] . w2[v])).
+
+Exact ids against the reference (torch's GEMM in the dtype, then add_argmax's rule) on inputs
+whose dot products are exact in fp32 (small integers), so every summation order gives the same
+bias: ties, NaN, -inf, strided views, the fused CUDA kernels and the GEMM fallback.  On random
+inputs the CUDA kernel's tensor-core order may round a bias differently from cuBLAS, so ids may
+differ from the reference only where its scores are within rounding of each other."""
+
+import pytest
+import torch
+from xpress_testing import (
+    DEVICES,
+    DTYPE_IDS,
+    DTYPES,
+    SANITIZE,
+    blk_with_sentinel,
+    cuda_kernels_run,
+    gen,
+    needs_cuda,
+)
+
+import xpress_ext
+from xpress_ext import reference as ref
+
+FUSED = "readout_argmax_partial_kernel"
+
+
+def exact_inputs(N, B, V, R, dtype, device, seed, base_levels=7):
+    """lat and w2 of small integers (every dot product exact in fp32), base of few distinct
+    values (many tied scores); base as the head holds it, a [N, B, V][:, 1:, :] view."""
+    g = gen(seed)
+    lat = torch.randint(-2, 3, (N, B - 1, R), generator=g).to(dtype)
+    w2 = torch.randint(-2, 3, (V, R), generator=g).to(dtype)
+    base_full = (torch.randint(0, base_levels, (N, B, V), generator=g) * 4.0).to(dtype)
+    return base_full.to(device)[:, 1:, :], lat.to(device), w2.to(device)
+
+
+def run(base, lat, w2, N, B, bias=None):
+    blk = blk_with_sentinel(N, B, base.device)
+    xpress_ext.readout_argmax_to_blk(base, lat, w2, blk, bias)
+    return blk
+
+
+def expect(base, lat, w2, N, B):
+    return ref.readout_argmax_to_blk(base, lat, w2, blk_with_sentinel(N, B, base.device))
+
+
+# (N, B, V, R): 15 rows (the fused kernel), 30 / 60 / 75 rows (cuBLAS + add_argmax), a partial
+# last W2 tile, R = 128 (21 rows: GEMM), R = 64 and a V off the 8-element vectors (GEMM), one slot
+# per block (6 rows, fused), 16 rows (fused: 4 x 5).
+SHAPES = [(1, 16, 4096, 256), (2, 16, 1000, 256), (4, 16, 1032, 256), (5, 16, 700, 256),
+          (3, 8, 520, 128), (2, 4, 300, 64), (3, 5, 77, 256), (6, 2, 640, 256), (4, 5, 1032, 128)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("N,B,V,R", SHAPES)
+def test_exact_parity(device, dtype, N, B, V, R):
+    base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, N * V + R)
+    got = run(base, lat, w2, N, B)
+    assert torch.equal(got, expect(base, lat, w2, N, B))
+    assert torch.equal(got[:, 0], torch.full((N,), -7, device=device)), "slot 0 was written"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("N,B,V,R", [(1, 16, 4096, 256), (4, 16, 1032, 256), (5, 16, 700, 256)])
+def test_prefetch_weights_same_ids(device, N, B, V, R):
+    """prefetch_weights only moves the fused kernel's first W2 / base copies before its wait."""
+    base, lat, w2 = exact_inputs(N, B, V, R, torch.bfloat16, device, 17)
+    blk = blk_with_sentinel(N, B, device)
+    xpress_ext.readout_argmax_to_blk(base, lat, w2, blk, prefetch_weights=True)
+    assert torch.equal(blk, expect(base, lat, w2, N, B))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_nan_inf_and_ties(device, dtype):
+    """Rows of NaN (the first NaN wins), -inf everywhere (the first index), +inf twice (the first),
+    a tie between the last tile's columns and the first's, all at the fused kernel's shape."""
+    N, B, V, R = 1, 16, 1000, 256
+    base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 11, base_levels=2)
+    base[0, 0, [700, 5]] = float("nan")
+    base[0, 1, :] = float("-inf")
+    base[0, 2, [999, 3]] = float("inf")
+    lat[0, 3].zero_()  # bias 0: the base row's first maximum, tied over many columns
+    lat[0, 4].zero_()
+    base[0, 4].zero_()
+    base[0, 4, [998, 64, 7]] = 1.0
+    got = run(base, lat, w2, N, B)
+    assert torch.equal(got, expect(base, lat, w2, N, B))
+    assert got[0, 1].item() == 5 and got[0, 2].item() == 0 and got[0, 3].item() == 3 and got[0, 5].item() == 7
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("N", [1, 4])
+def test_random_inputs_differ_only_at_near_ties(dtype, N):
+    """Random lat / w2 at the head's shape (N = 1: the fused kernel; N = 4: the GEMM path):
+    wherever the op's id differs from the reference's (cuBLAS's bias), the two ids' reference
+    scores are within two of the dtype's rounding steps."""
+    B, V, R = 16, 151_936, 256
+    g = gen(N)
+    base = (torch.randn(N, B, V, generator=g) * 3).to(dtype).cuda()[:, 1:, :]
+    lat = torch.randn(N, B - 1, R, generator=g).to(dtype).cuda()
+    w2 = (torch.randn(V, R, generator=g) * 0.05).to(dtype).cuda()
+    got = run(base, lat, w2, N, B)[:, 1:].reshape(-1)
+    want = expect(base, lat, w2, N, B)[:, 1:].reshape(-1)
+    scores = (base.reshape(-1, V) + (lat.reshape(-1, R) @ w2.t())).float()
+    eps = torch.finfo(dtype).eps
+    for r in torch.nonzero(got != want).flatten().tolist():
+        a, b = scores[r, want[r]].item(), scores[r, got[r]].item()
+        assert abs(a - b) <= 2 * eps * max(abs(a), 1.0), (r, a, b)
+    assert (got != want).sum().item() <= max(1, got.numel() // 10)
+
+
+@needs_cuda
+def test_which_kernels_run(monkeypatch):
+    """The fused kernels for 16-bit rows of R = 128 / 256 up to 16 rows with aligned rows; the GEMM
+    and add_argmax otherwise (fp32, 17+ rows, R = 64, V off 8 elements, XPRESS_EXT_READOUT=split),
+    with the same ids."""
+    cases = [((1, 16, 512, 256), torch.bfloat16, True), ((1, 16, 512, 128), torch.float16, True),
+             ((4, 5, 512, 256), torch.bfloat16, True), ((2, 16, 512, 256), torch.bfloat16, False),
+             ((5, 16, 512, 256), torch.bfloat16, False), ((1, 16, 512, 256), torch.float32, False),
+             ((1, 16, 512, 64), torch.bfloat16, False), ((1, 16, 516, 256), torch.bfloat16, False)]
+    for (N, B, V, R), dtype, fused in cases:
+        base, lat, w2 = exact_inputs(N, B, V, R, dtype, "cuda", V + R)
+        got, names = cuda_kernels_run(lambda: run(base, lat, w2, N, B))
+        assert torch.equal(got, expect(base, lat, w2, N, B))
+        if names is not None:
+            assert any(FUSED in n for n in names) == fused, (N, B, V, R, dtype, names)
+            assert any("add_argmax_kernel" in n for n in names) == (not fused), names
+    monkeypatch.setenv("XPRESS_EXT_READOUT", "split")
+    base, lat, w2 = exact_inputs(1, 16, 512, 256, torch.bfloat16, "cuda", 3)
+    got, names = cuda_kernels_run(lambda: run(base, lat, w2, 1, 16))
+    assert torch.equal(got, expect(base, lat, w2, 1, 16))
+    if names is not None:
+        assert not any(FUSED in n for n in names), names
+    monkeypatch.setenv("XPRESS_EXT_READOUT", "fast")
+    with pytest.raises(ValueError, match="XPRESS_EXT_READOUT must be fused or split, got 'fast'"):
+        run(base, lat, w2, 1, 16)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_views_and_bias_scratch(device):
+    """Row-padded w2 and lat views, a 2-D base with padded rows, a caller's bias scratch (a view of
+    a larger buffer, as the head passes it): same ids; on the GEMM path the scratch holds the
+    readout."""
+    N, B, V, R, dtype = 2, 16, 520, 256, torch.bfloat16
+    base3, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 21)
+    want = expect(base3, lat, w2, N, B)
+    w2_padded = torch.zeros(V, R + 8, dtype=dtype, device=device)[:, :R]
+    w2_padded.copy_(w2)
+    lat_padded = torch.zeros(N, B - 1, R + 16, dtype=dtype, device=device)[..., 8:R + 8]
+    lat_padded.copy_(lat)
+    base2 = torch.zeros(N * (B - 1), V + 8, dtype=dtype, device=device)[:, :V]
+    base2.copy_(base3.reshape(-1, V))
+    assert torch.equal(run(base2, lat_padded, w2_padded, N, B), want)
+    scratch = torch.full((40, V), 5.0, dtype=dtype, device=device)
+    assert torch.equal(run(base3, lat, w2, N, B, bias=scratch[: N * (B - 1)]), want)
+    big = exact_inputs(5, 16, V, R, dtype, device, 22)  # 75 rows: the GEMM path, into the scratch
+    scratch = torch.full((80, V), 5.0, dtype=dtype, device=device)
+    assert torch.equal(run(*big, 5, 16, bias=scratch[:75]), expect(*big, 5, 16))
+    assert torch.equal(scratch[:75], big[1].reshape(75, R) @ big[2].t())
+    assert torch.equal(scratch[75:], torch.full((5, V), 5.0, dtype=dtype, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_errors_leave_blk_untouched(device):
+    N, B, V, R, dtype = 1, 4, 64, 128, torch.bfloat16
+    base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 5)
+    bad = [
+        ((base, lat.float(), w2), TypeError, "lat must have base's dtype"),
+        ((base, lat, w2.half()), TypeError, "w2 must have base's dtype"),
+        ((base, lat[..., :64], w2), ValueError, "lat"),
+        ((base, lat, w2[:60]), ValueError, "w2"),
+        ((base[:, :2], lat, w2), ValueError, "base"),
+        ((base, lat, w2.t()), ValueError, "w2"),
+    ]
+    for args, err, pattern in bad:
+        blk = blk_with_sentinel(N, B, device)
+        with pytest.raises(err, match=pattern):
+            xpress_ext.readout_argmax_to_blk(*args, blk)
+        assert torch.equal(blk, blk_with_sentinel(N, B, device))
+    blk = blk_with_sentinel(N, B, device)
+    with pytest.raises(ValueError, match="bias"):
+        xpress_ext.readout_argmax_to_blk(base, lat, w2, blk, torch.empty(N * (B - 1), V + 1, dtype=dtype, device=device))
+    with pytest.raises(TypeError, match="blk"):
+        xpress_ext.readout_argmax_to_blk(base, lat, w2, blk.int())
+    assert torch.equal(blk, blk_with_sentinel(N, B, device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    N, B, V, R = 1, 16, 520, 256
+    base, lat, w2 = exact_inputs(N, B, V, R, torch.bfloat16, device, 8)
+    torch.library.opcheck(torch.ops.xpress_ext.readout_argmax_to_blk.default,
+                          (base, lat, w2, blk_with_sentinel(N, B, device)))
+    torch.library.opcheck(torch.ops.xpress_ext.readout_argmax_to_blk.default,
+                          (base, lat, w2, blk_with_sentinel(N, B, device),
+                           torch.empty(N * (B - 1), V, dtype=torch.bfloat16, device=device)))
+
+
+@needs_cuda
+@pytest.mark.skipif(SANITIZE, reason="graph capture: the sanitize script runs it with the caching allocator on")
+def test_cuda_graph_replay_with_new_inputs():
+    """Captured once at the head's shape (N = 1 fused, N = 4 the GEMM path) and replayed with new
+    base / lat."""
+    for N in (1, 4):
+        B, V, R, dtype = 16, 151_936, 256, torch.bfloat16
+        base, lat, w2 = exact_inputs(N, B, V, R, dtype, "cuda", 30 + N)
+        blk = blk_with_sentinel(N, B, "cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            xpress_ext.readout_argmax_to_blk(base, lat, w2, blk)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            xpress_ext.readout_argmax_to_blk(base, lat, w2, blk)
+        for it in range(3):
+            fresh_base, fresh_lat, _ = exact_inputs(N, B, V, R, dtype, "cuda", 40 + it)
+            base.copy_(fresh_base)
+            lat.copy_(fresh_lat)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(blk, expect(base, lat, w2, N, B)), (N, it)
