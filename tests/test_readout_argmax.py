@@ -140,12 +140,8 @@ def test_which_kernels_run(monkeypatch):
         run(base, lat, w2, 1, 16)
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_strided_views_and_bias_scratch(device):
-    """Row-padded w2 and lat views, a 2-D base with padded rows, a caller's bias scratch (a view of
-    a larger buffer, as the head passes it): same ids; on the GEMM path the scratch holds the
-    readout."""
-    N, B, V, R, dtype = 2, 16, 520, 256, torch.bfloat16
+def check_strided_views(device, N):
+    B, V, R, dtype = 16, 520, 256, torch.bfloat16
     base3, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 21)
     want = expect(base3, lat, w2, N, B)
     w2_padded = torch.zeros(V, R + 8, dtype=dtype, device=device)[:, :R]
@@ -154,9 +150,24 @@ def test_strided_views_and_bias_scratch(device):
     lat_padded.copy_(lat)
     base2 = torch.zeros(N * (B - 1), V + 8, dtype=dtype, device=device)[:, :V]
     base2.copy_(base3.reshape(-1, V))
-    assert torch.equal(run(base2, lat_padded, w2_padded, N, B), want)
+    got, names = (cuda_kernels_run(lambda: run(base2, lat_padded, w2_padded, N, B)) if device == "cuda"
+                  else (run(base2, lat_padded, w2_padded, N, B), None))
+    assert torch.equal(got, want), N
+    if names is not None:
+        assert any(FUSED in n for n in names) == (N * (B - 1) <= 16), (N, names)
     scratch = torch.full((40, V), 5.0, dtype=dtype, device=device)
-    assert torch.equal(run(base3, lat, w2, N, B, bias=scratch[: N * (B - 1)]), want)
+    assert torch.equal(run(base3, lat, w2, N, B, bias=scratch[: N * (B - 1)]), want), N
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_views_and_bias_scratch(device):
+    """Row-padded w2 and lat views, a 2-D base with padded rows, a caller's bias scratch (a view of
+    a larger buffer, as the head passes it): same ids, at 15 rows (on CUDA the fused kernel, which
+    must honour every stride) and at 30 (the GEMM path); on the GEMM path the scratch holds the
+    readout."""
+    for N in (1, 2):
+        check_strided_views(device, N)
+    V, R, dtype = 520, 256, torch.bfloat16
     big = exact_inputs(5, 16, V, R, dtype, device, 22)  # 75 rows: the GEMM path, into the scratch
     scratch = torch.full((80, V), 5.0, dtype=dtype, device=device)
     assert torch.equal(run(*big, 5, 16, bias=scratch[:75]), expect(*big, 5, 16))

@@ -122,7 +122,9 @@ def readout_argmax_to_blk(base: torch.Tensor, lat: torch.Tensor, w2: torch.Tenso
     """``add_argmax_to_blk(base, lat @ w2.T, blk)``, the readout in the dtype as torch computes it."""
     n, b = blk.shape
     rows = n * (b - 1)
-    return add_argmax_to_blk(base, (_rows(lat, rows) @ w2.t()) if rows else base, blk)
+    if not rows:
+        return blk.clone()
+    return add_argmax_to_blk(base, _rows(lat, rows) @ w2.t(), blk)
 
 
 def topc_argmax_to_blk(
