@@ -212,7 +212,7 @@ def test_every_kernel_waits_before_it_touches_memory():
     grid_dependency_sync(), and the launchers start kernels only through launch_kernel().  The
     one exception is latent_pass_kernel with prefetch_weights (the caller's promise that no
     kernel before it writes the weights): before its wait it issues only the weight copies; and
-    likewise readout_argmax_partial_kernel with prefetch_weights, whose copies before its wait
+    likewise readout_argmax_partial_kernel with prefetch_weights, whose loads before its wait
     read only w2 and base."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
@@ -224,11 +224,13 @@ def test_every_kernel_waits_before_it_touches_memory():
     assert kernels.pop("readout_argmax_partial_kernel")[0] == "if (!p.prefetch) grid_dependency_sync();  // see below"
     readout = (CSRC / "kernels" / "readout_argmax.cuh").read_text()
     pre_wait = readout[readout.index("if (!p.prefetch) grid_dependency_sync();"):readout.index("if (p.prefetch) grid_dependency_sync();")]
-    issue = re.search(r"auto issue = \[&\]\(int tile, int stage\) \{\n(.*?)\n  \};", pre_wait, re.S).group(1)
-    # before the wait: parameters, shared memory and the copies issue() makes from w2 and base
-    assert set(re.findall(r"\bp\.(\w+)", issue)) <= {"w2", "w2_s", "V", "base"}, issue
-    assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"w2", "w2_s", "V", "base", "rows", "bm1", "base_sn", "base_sb", "prefetch",
-                                                        "tiles"}, pre_wait
+    load = re.search(r"auto load = \[&\]\(int64_t tile, [^\n]*\) \{\n(.*?)\n  \};", pre_wait, re.S).group(1)
+    # before the wait: parameters, shared memory, this lane's addresses in w2 and base, and the
+    # loads load() makes from them (its pointers are w_lane and b_row, set from w2 and base)
+    assert set(re.findall(r"\bp\.(\w+)", load)) <= {"w2", "w2_s", "V", "base"}, load
+    assert re.findall(r"\b(?:ld_stream16|ld_issue)\(([^;]*)\)", load) and "lat" not in load, load
+    assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"w2", "w2_s", "V", "base", "rows", "bm1", "base_sn", "base_sb",
+                                                        "prefetch"}, pre_wait
     assert "p.lat" not in pre_wait and "p.partial" not in pre_wait and "p.blk" not in pre_wait
     # the top-C argmax kernels: one of the two waits, chosen by the launcher's row rule
     either = ["if (p.trigger_first) {  // before any global access (common.cuh)",

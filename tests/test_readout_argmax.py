@@ -47,9 +47,12 @@ def expect(base, lat, w2, N, B):
 
 # (N, B, V, R): 15 rows (the fused kernel), 30 / 60 / 75 rows (cuBLAS + add_argmax), a partial
 # last W2 tile, R = 128 (21 rows: GEMM), R = 64 and a V off the 8-element vectors (GEMM), one slot
-# per block (6 rows, fused), 16 rows (fused: 4 x 5).
+# per block (6 rows, fused), 16 rows (fused: 4 x 5), and V = 40,000 at 15 rows, R = 256 and 128:
+# 5,000 8-row tiles, so on an H200 (1,584 warps) every warp of the fused kernel walks three or
+# four, the next one's loads in flight while it scores the current one.
 SHAPES = [(1, 16, 4096, 256), (2, 16, 1000, 256), (4, 16, 1032, 256), (5, 16, 700, 256),
-          (3, 8, 520, 128), (2, 4, 300, 64), (3, 5, 77, 256), (6, 2, 640, 256), (4, 5, 1032, 128)]
+          (3, 8, 520, 128), (2, 4, 300, 64), (3, 5, 77, 256), (6, 2, 640, 256), (4, 5, 1032, 128),
+          (1, 16, 40000, 256), (1, 16, 40000, 128)]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -432,10 +432,10 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 // 16-byte-aligned rows of base and w2 and V a multiple of 8; anything else (and
 // XPRESS_EXT_READOUT=split, for A/B runs and tests; read per call) is the readout as one GEMM
 // into `bias` (the caller's scratch, else a new tensor) and then add_argmax.  Measured on the
-// H200 (session 19, benchmarks/RESULTS.md): the fused call is level with the split one alone
-// at N = 1 (29.7-30.4 against 30.6 µs) and takes ~20 µs off the full draft step there, but a
-// build that also fused two and four m-tiles was slower at N = 2 and 4 (38.8 / 64.3 against
-// 33.9 / 39.0 µs a call).
+// H200 (benchmarks/RESULTS.md): the fused call takes 27.0-27.6 µs at N = 1 (session 20; the
+// split one ~30.6) and ~30 µs off the full draft step there, but a build that also fused two
+// and four m-tiles was slower at N = 2 and 4 (session 19: 38.8 / 64.3 against 33.9 / 39.0 µs).
+// The first kernel runs a CTA per SM (fewer when V has fewer 8-row tiles than the SMs' warps).
 
 template <typename T>
 void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
@@ -443,10 +443,9 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
   const int device = blk.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.a.N * d.a.Bm1;
-  const size_t smem = k::readout_smem_bytes(static_cast<int>(std::min<int64_t>(d.R, 256)), sizeof(T));
   const bool fused = sizeof(T) == 2 && rows <= k::kReadoutMaxRows && (d.R == 256 || d.R == 128) &&
                      d.a.V % k::kVecElems<T> == 0 && rows_vectorizable(base, {d.a.base.sn, d.a.base.sb}) &&
-                     rows_vectorizable(w2, {w2.stride(0)}) && smem <= prop->sharedMemPerBlockOptin &&
+                     rows_vectorizable(w2, {w2.stride(0)}) &&
                      env_choice("XPRESS_EXT_READOUT", {"fused", "split"}, 0) == 0;
   if (!fused) {
     at::Tensor out = bias.has_value() ? *bias : at::empty({rows, d.a.V}, base.options());
@@ -473,16 +472,13 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
     a.bm1 = static_cast<int>(d.a.Bm1);
     a.R = static_cast<int>(d.R);
     a.V = d.a.V;
-    a.tiles = static_cast<int>((d.a.V + k::kReadoutTileV - 1) / k::kReadoutTileV);
     a.prefetch = prefetch_weights;
-    const int parts = std::min(a.tiles, prop->multiProcessorCount);
+    const int parts = static_cast<int>(std::min<int64_t>((d.a.V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, prop->multiProcessorCount));
     at::Tensor partial = at::empty({rows, parts}, blk.options());
     a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
-    const unsigned grid = static_cast<unsigned>(parts);
     const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;
-    allow_max_smem(kernel, device);
-    launch_kernel(kernel, dim3(grid), dim3(k::kReadoutThreads), smem, stream, 1, a);
+    launch_kernel(kernel, dim3(static_cast<unsigned>(parts)), dim3(k::kReadoutThreads), k::readout_smem_bytes(a.R, sizeof(T)), stream, 1, a);
     launch_kernel(k::readout_argmax_reduce_kernel<T>, dim3(static_cast<unsigned>((rows + k::kReadoutWarps - 1) / k::kReadoutWarps)),
                   dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
   }

@@ -3,18 +3,26 @@
 // for up to kReadoutMaxRows rows (one 16-row MMA tile: N = 1 at B = 16), where the [rows, V]
 // readout is a GEMV that streams W2 and then writes a bias that add_argmax reads back.  Here
 // the bias is never stored:
-//   kernel 1 (a CTA per SM, 256 threads): the rows' lat as A fragments in registers, W2
-//     streamed in 64-row tiles through a 4-deep cp.async ring together with the matching
-//     [rows, 64] slice of base; warp w takes the 8 W2 rows of n-tile w of each tile: tensor-core
+//   kernel 1 (a CTA per SM, 12 warps): the rows' lat as the MMA's A fragments in registers; each
+//     warp walks n-tiles of 8 W2 rows over the grid, loading a tile's rows straight into the B
+//     fragments (16-byte loads, the next tile's in flight while this one's MMAs run; no
+//     shared-memory staging and no barrier per tile), with the tile's base pairs.  Tensor-core
 //     MMAs (fp32 accumulation, four independent chains over k), each sum rounded to the dtype,
 //     added to base and rounded again (SPEC.md's score) two at a time, and kept as a packed
 //     (key, ~v) running max per row and lane; the CTA's best per row goes to partial[row, cta].
 //   kernel 2: each row's max over the CTAs' partials -> blk (the lowest v among equal scores:
 //     the packed max is the SPEC.md argmax rule, whatever the reduction order).
-// The fp32 order of a dot product is the tensor cores' (K in steps of 16, four chains), so the
-// bias can differ from another implementation's (cuBLAS, the CPU) in the last bit, as two GEMMs
-// can.  More rows (two or four m-tiles) were measured slower than cuBLAS + add_argmax
-// (benchmarks/RESULTS.md, session 19) and take that path.
+// The dot product's k order is permuted so that each lane's fragments are whole 16-byte chunks:
+// lane (g, t) loads chunks t, t + 4, ... of W2 row v0 + g; chunk 4c + t holds logical k-steps 2c
+// and 2c + 1 (b0 / b1 of step 2c: its elements 0-1 / 2-3; of step 2c + 1: 4-5 / 6-7), and the A
+// fragments are read from lat with the same map.  So the fp32 order of a dot product is the
+// tensor cores' over that order (16 products a step, four chains), and the bias can differ from
+// another implementation's (cuBLAS, the CPU) in the last bit, as two GEMMs can.
+// Measured on the H200 (benchmarks/readout_harness.cu, RESULTS.md session 20): this kernel 24.1
+// us at N = 1 against 29.1 for the previous one, which staged 64-row W2 tiles through a
+// cp.async ring (3-6 stages alike), and 20.1 for a kernel that only reads the same bytes.  More
+// rows (two or four m-tiles) were measured slower than cuBLAS + add_argmax (session 19) and
+// take that path.
 #pragma once
 
 #include "argmax.cuh"
@@ -22,11 +30,9 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kReadoutThreads = 256;
+constexpr int kReadoutThreads = 384;  // 12 warps of 156 registers (H200: 24.1 us; 8 / 16 / 20 warps 27.0 / 24.0-24.2 / 26.2)
 constexpr int kReadoutWarps = kReadoutThreads / 32;
-constexpr int kReadoutTileV = 64;    // W2 rows per stage: 8 n-tiles, one a warp
 constexpr int kReadoutMaxRows = 16;  // one m-tile
-constexpr int kReadoutStages = 4;
 
 template <typename T>
 struct ReadoutArgs {
@@ -40,26 +46,17 @@ struct ReadoutArgs {
   int64_t* blk;
   int64_t blk_sn, blk_sb;
   int rows, bm1, R;
-  int64_t V;
-  int tiles;  // ceil(V / kReadoutTileV)
-  bool prefetch;  // the first stages (W2, base) are issued before the grid-dependency wait
+  int64_t V;         // a multiple of 8
+  bool prefetch;  // the first tile's W2 rows and base pairs are loaded before the grid-dependency wait
 };
 
-// Shared-memory strides (elements): odd 16-byte units per row, so ldmatrix's eight 16-byte rows
-// and the epilogue's base reads fall in different banks.
-__host__ __device__ constexpr int readout_ld_w(int R) { return R + 8; }
-constexpr int kReadoutLdBase = kReadoutTileV + 8;
+// lat's row stride in shared memory (elements): 16 words mod 32 banks, so the 16-byte reads of
+// rows g and g + 1 by one quarter-warp fall in different banks.
+__host__ __device__ constexpr int readout_ld_x(int R) { return R + 32; }
 
-// lat rows, the W2 / base stages, then the rows' bests (all dynamic: a kernel with static shared
-// memory cannot take the device's whole opt-in size as dynamic).
-__host__ __device__ constexpr size_t readout_tiles_bytes(int R, int elem) {
-  return static_cast<size_t>(elem) *
-         (static_cast<size_t>(kReadoutMaxRows) * readout_ld_w(R) +
-          static_cast<size_t>(kReadoutStages) * (kReadoutTileV * readout_ld_w(R) + kReadoutMaxRows * kReadoutLdBase));
-}
-
+// lat rows, then the rows' bests (dynamic shared memory, as for every kernel of the package).
 __host__ __device__ constexpr size_t readout_smem_bytes(int R, int elem) {
-  return readout_tiles_bytes(R, elem) + sizeof(uint64_t) * kReadoutMaxRows;
+  return static_cast<size_t>(elem) * kReadoutMaxRows * readout_ld_x(R) + sizeof(uint64_t) * kReadoutMaxRows;
 }
 
 // (lo, hi) rounded to the dtype, packed low half first.
@@ -74,136 +71,96 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return r;
 }
 
-// kKS = R / 16 k-steps.  Every warp holds the rows' A fragments in registers for the whole
-// launch; warp w takes n-tile w of each W2 tile.
+// kKS = R / 16 k-steps.  Each warp walks n-tiles (8 W2 rows) warp-strided over the grid.
 template <typename T, int kKS>
 __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_kernel(const __grid_constant__ ReadoutArgs<T> p) {
   if (!p.prefetch) grid_dependency_sync();  // see below
+  static_assert(kKS % 2 == 0, "two k-steps a chunk");
   constexpr int R = kKS * 16;
-  constexpr int kLdW = readout_ld_w(R);
-  constexpr int kRowsPad = kReadoutMaxRows;
-  constexpr int kV = kVecElems<T>;
+  constexpr int kLdX = readout_ld_x(R);
+  constexpr int kChunks = kKS / 2;  // 16-byte chunks a lane loads per W2 row
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_x = reinterpret_cast<T*>(smem);
-  T* s_w = s_x + kRowsPad * kLdW;
-  T* s_b = s_w + kReadoutStages * kReadoutTileV * kLdW;
-  uint64_t* s_best = reinterpret_cast<uint64_t*>(smem + readout_tiles_bytes(R, static_cast<int>(sizeof(T))));
+  uint64_t* s_best = reinterpret_cast<uint64_t*>(smem + sizeof(T) * kReadoutMaxRows * kLdX);
   const int tid = threadIdx.x;
   const int lane = tid & 31;
-  const int warp = tid >> 5;
-  if (tid < kRowsPad) s_best[tid] = 0;
-
-  // One stage: W2 rows [v0, v0 + 64) and base[:, v0 : v0 + 64), rows / columns past the end
-  // zero.  Each thread's chunks are fixed (its rows and columns), so their addresses are taken
-  // once here and stepped by v0 per stage.
-  constexpr int kCpr = R / kV;                     // 16-byte chunks per W2 row
-  constexpr int kRowsPerPass = kReadoutThreads / kCpr;
-  constexpr int kPasses = kReadoutTileV / kRowsPerPass;
-  const int w_r0 = tid / kCpr;
-  const T* w_src0 = p.w2 + static_cast<int64_t>(w_r0) * p.w2_s + (tid % kCpr) * kV;
-  const int w_dst0 = w_r0 * kLdW + (tid % kCpr) * kV;
-  const int64_t w_step = static_cast<int64_t>(kRowsPerPass) * p.w2_s;
-  constexpr int kBaseCpr = kReadoutTileV / kV;     // 8 chunks per base row and stage
-  constexpr int kBaseChunks = (kRowsPad * kBaseCpr + kReadoutThreads - 1) / kReadoutThreads;
-  const T* b_src[kBaseChunks];
-  int b_dst[kBaseChunks];
+  const int g = lane >> 2, t = lane & 3;
+  if (tid < kReadoutMaxRows) s_best[tid] = 0;
+  const int64_t n_tiles = p.V / 8;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kReadoutWarps;
+  int64_t nt = static_cast<int64_t>(blockIdx.x) * kReadoutWarps + (tid >> 5);
+  // This lane's pair of columns in its rows of base (g and g + 8; nullptr past p.rows), and its
+  // chunks of W2 row g of tile 0.
+  const T* b_row[2];
 #pragma unroll
-  for (int j = 0; j < kBaseChunks; ++j) {
-    const int i = tid + j * kReadoutThreads;
-    const int r = i / kBaseCpr, c = (i % kBaseCpr) * kV;
-    b_dst[j] = r < p.rows ? r * kReadoutLdBase + c : -1;
-    b_src[j] = r < p.rows ? p.base + static_cast<int64_t>(r / p.bm1) * p.base_sn + (r % p.bm1) * p.base_sb + c : p.base;
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    b_row[h] = r < p.rows ? p.base + static_cast<int64_t>(r / p.bm1) * p.base_sn + (r % p.bm1) * p.base_sb + 2 * t : nullptr;
   }
-  auto issue = [&](int tile, int stage) {
-    const int64_t v0 = static_cast<int64_t>(tile) * kReadoutTileV;
-    T* w = s_w + stage * kReadoutTileV * kLdW + w_dst0;
-    const T* src = w_src0 + v0 * p.w2_s;
-    const int64_t left = p.V - v0 - w_r0;  // rows of this thread's column still in the table
+  const T* w_lane = p.w2 + static_cast<int64_t>(g) * p.w2_s + t * 8;
+  // n-tile `tile`'s W2 chunks (the B fragments) and base pairs into registers; tile < n_tiles.
+  auto load = [&](int64_t tile, int4 (&w)[kChunks], uint32_t (&bp)[2]) {
+    const T* src = w_lane + tile * 8 * p.w2_s;
 #pragma unroll
-    for (int j = 0; j < kPasses; ++j) {
-      const bool ok = j * kRowsPerPass < left;
-      cp_async16(w + j * kRowsPerPass * kLdW, ok ? src + j * w_step : p.w2, ok ? 16 : 0);
-    }
-    T* b = s_b + stage * kRowsPad * kReadoutLdBase;
+    for (int c = 0; c < kChunks; ++c) w[c] = ld_stream16(src + c * 32);
 #pragma unroll
-    for (int j = 0; j < kBaseChunks; ++j) {
-      if (b_dst[j] >= 0) {
-        const bool ok = v0 + (b_dst[j] % kReadoutLdBase) < p.V;  // V is a multiple of kV here
-        cp_async16(b + b_dst[j], ok ? b_src[j] + v0 : p.base, ok ? 16 : 0);
-      }
+    for (int h = 0; h < 2; ++h) {
+      bp[h] = b_row[h] != nullptr ? static_cast<uint32_t>(ld_issue(reinterpret_cast<const int32_t*>(b_row[h] + tile * 8))) : 0u;
     }
   };
-  const int first = blockIdx.x;
-  const int step = gridDim.x;
-#pragma unroll
-  for (int s = 0; s < kReadoutStages - 1; ++s) {
-    if (first + s * step < p.tiles) issue(first + s * step, s);
-    cp_async_commit();
-  }
+  int4 w[kChunks];
+  uint32_t bp[2];
+  if (nt < n_tiles) load(nt, w, bp);
   // The grid-dependency wait (common.cuh) comes before any global access, except with
   // p.prefetch: the caller promises that no kernel ahead of this one writes w2 or base, so the
-  // first stages' copies (issue: w2 and base only) go out first and land while the kernel
-  // before (the latent pass) finishes; lat, which that kernel writes, is read after the wait.
+  // first tile's loads (load: w2 and base only) go out first and land while the kernel before
+  // (the latent pass) finishes; lat, which that kernel writes, is read after the wait.
   if (p.prefetch) grid_dependency_sync();
-  // lat rows into shared memory (zero past p.rows), then this warp's A fragments into registers.
-  for (int i = tid; i < kRowsPad * R; i += kReadoutThreads) {
+  // lat rows into shared memory (zero past p.rows), then this lane's A fragments into registers
+  // with the chunk map above: rows g and g + 8 at chunk 4c + t give steps 2c and 2c + 1.
+  for (int i = tid; i < kReadoutMaxRows * R; i += kReadoutThreads) {
     const int r = i / R, k = i % R;
-    s_x[r * kLdW + k] =
+    s_x[r * kLdX + k] =
         r < p.rows ? p.lat[static_cast<int64_t>(r / p.bm1) * p.lat_sn + (r % p.bm1) * p.lat_sb + k] : from_float<T>(0.f);
   }
   __syncthreads();
   uint32_t a[kKS][4];
-  {
-    const T* a_row = s_x + (lane & 15) * kLdW + (lane >> 4) * 8;
 #pragma unroll
-    for (int ks = 0; ks < kKS; ++ks) ldmatrix_x4(a[ks], a_row + ks * 16);
+  for (int c = 0; c < kChunks; ++c) {
+    const int4 lo = *reinterpret_cast<const int4*>(s_x + g * kLdX + (4 * c + t) * 8);
+    const int4 hi = *reinterpret_cast<const int4*>(s_x + (g + 8) * kLdX + (4 * c + t) * 8);
+    a[2 * c][0] = lo.x, a[2 * c][2] = lo.y, a[2 * c + 1][0] = lo.z, a[2 * c + 1][2] = lo.w;
+    a[2 * c][1] = hi.x, a[2 * c][3] = hi.y, a[2 * c + 1][1] = hi.z, a[2 * c + 1][3] = hi.w;
   }
-  const int g = lane >> 2, t = lane & 3;
-  const int row0 = g, row1 = g + 8;
   uint64_t best0 = 0, best1 = 0;
-
-  int it = 0;
-  for (int tile = first; tile < p.tiles; tile += step, ++it) {
-    const int stage = it % kReadoutStages;
-    cp_async_wait<kReadoutStages - 2>();
-    __syncthreads();  // this stage landed for every thread; the stage issued next is free
-    {
-      const int next = tile + (kReadoutStages - 1) * step;
-      if (next < p.tiles) issue(next, (it + kReadoutStages - 1) % kReadoutStages);
-      cp_async_commit();
-    }
-    const T* w = s_w + stage * kReadoutTileV * kLdW;
-    const T* b = s_b + stage * kRowsPad * kReadoutLdBase;
-    const int64_t v0 = static_cast<int64_t>(tile) * kReadoutTileV;
-    // Four independent accumulation chains (k-steps ks % 4, added at the end): 8 warps an SM
-    // cannot hide one 16-deep chain of dependent MMAs per stage.  The B fragments of four
-    // k-steps (W2 rows as k-major columns: ldmatrix without .trans) are loaded before their MMAs.
+  for (; nt < n_tiles; nt += warps) {
+    // The next tile's loads go out before this tile's MMAs, so the warp keeps them in flight
+    // (H200, harness: 24.1 us with 12 warps; loads after the MMAs 24.7 with 16 warps, 26.3 with 8).
+    int4 wn[kChunks];
+    uint32_t bpn[2];
+    if (nt + warps < n_tiles) load(nt + warps, wn, bpn);
+    // Four independent accumulation chains (k-steps ks % 4, added at the end).
     float acc[4][4];
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.f;
-    const T* b_row = w + (warp * 8 + (lane & 7)) * kLdW + ((lane >> 3) & 1) * 8;
 #pragma unroll
-    for (int ks0 = 0; ks0 < kKS; ks0 += 4) {
-      uint32_t bf[4][2];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) ldmatrix_x2(bf[u], b_row + (ks0 + u) * 16);
-#pragma unroll
-      for (int u = 0; u < 4; ++u) mma_16816<T>(acc[u], a[ks0 + u], bf[u]);
+    for (int c = 0; c < kChunks; ++c) {
+      const uint32_t b0[2] = {static_cast<uint32_t>(w[c].x), static_cast<uint32_t>(w[c].y)};
+      const uint32_t b1[2] = {static_cast<uint32_t>(w[c].z), static_cast<uint32_t>(w[c].w)};
+      mma_16816<T>(acc[(2 * c) % 4], a[2 * c], b0);
+      mma_16816<T>(acc[(2 * c + 1) % 4], a[2 * c + 1], b1);
     }
     // Scores two at a time (add_argmax's packed scoring, argmax.cuh): the bias pair rounded to
     // the dtype in one convert, the base pair read as one word, one packed add with NaN made
     // canonical, two order-preserving 16-bit keys; word = key << 32 | ~v, so the largest word
     // is the largest score and, among equal ones, the lowest v.
-    const int col = warp * 8 + 2 * t;
-    const uint32_t v = static_cast<uint32_t>(v0) + col;
+    const uint32_t v = static_cast<uint32_t>(nt * 8) + 2 * t;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {  // h = 0: row0 (acc elements 0, 1); 1: row1 (2, 3)
-      const float d0 = (acc[0][2 * h] + acc[1][2 * h]) + (acc[2][2 * h] + acc[3][2 * h]);
-      const float d1 = (acc[0][2 * h + 1] + acc[1][2 * h + 1]) + (acc[2][2 * h + 1] + acc[3][2 * h + 1]);
-      const int r = h == 0 ? row0 : row1;
-      if (r < p.rows && v0 + col < p.V) {  // V even here: col + 1 < V too
-        const uint32_t base_pair = *reinterpret_cast<const uint32_t*>(b + r * kReadoutLdBase + col);
-        const uint32_t k = order_keys2(packed_sum_canonical<T>(base_pair, pack2<T>(d0, d1)));
+    for (int h = 0; h < 2; ++h) {  // h = 0: row g (acc elements 0, 1); 1: row g + 8 (2, 3)
+      if (b_row[h] != nullptr) {
+        const float d0 = (acc[0][2 * h] + acc[1][2 * h]) + (acc[2][2 * h] + acc[3][2 * h]);
+        const float d1 = (acc[0][2 * h + 1] + acc[1][2 * h + 1]) + (acc[2][2 * h + 1] + acc[3][2 * h + 1]);
+        const uint32_t k = order_keys2(packed_sum_canonical<T>(bp[h], pack2<T>(d0, d1)));
         const uint64_t w0 = (static_cast<uint64_t>(k & 0xFFFFu) << 32) | (0xFFFFFFFFu - v);
         const uint64_t w1 = (static_cast<uint64_t>(k >> 16) << 32) | (0xFFFFFFFFu - v - 1);
         const uint64_t m = w0 > w1 ? w0 : w1;
@@ -214,9 +171,12 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
         }
       }
     }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) w[c] = wn[c];
+    bp[0] = bpn[0];
+    bp[1] = bpn[1];
   }
-  cp_async_wait<0>();
-  // The quad's four lanes hold the same rows: reduce them, then the eight warps.
+  // The quad's four lanes hold the same rows: reduce them, then the warps.
 #pragma unroll
   for (int off = 1; off <= 2; off <<= 1) {
     const uint64_t o0 = __shfl_xor_sync(0xFFFFFFFFu, best0, off);
@@ -224,10 +184,9 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
     best0 = o0 > best0 ? o0 : best0;
     best1 = o1 > best1 ? o1 : best1;
   }
-  __syncthreads();  // s_best initialised
-  if (t == 0) {
-    if (row0 < p.rows) atomicMax(reinterpret_cast<unsigned long long*>(&s_best[row0]), best0);
-    if (row1 < p.rows) atomicMax(reinterpret_cast<unsigned long long*>(&s_best[row1]), best1);
+  if (t == 0) {  // s_best was zeroed before the __syncthreads above
+    if (g < p.rows) atomicMax(reinterpret_cast<unsigned long long*>(&s_best[g]), best0);
+    if (g + 8 < p.rows) atomicMax(reinterpret_cast<unsigned long long*>(&s_best[g + 8]), best1);
   }
   __syncthreads();
   if (tid < p.rows) p.partial[static_cast<int64_t>(tid) * gridDim.x + blockIdx.x] = s_best[tid];
