@@ -45,6 +45,17 @@ inline int env_choice(const char* name, std::initializer_list<const char*> choic
   return fallback;  // not reached
 }
 
+// An integer knob (benchmarks): `fallback` when unset or empty, else a whole decimal number in
+// [lo, hi]; anything else is an error that names the knob and the range.
+inline int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  TORCH_CHECK_VALUE(*end == '\0' && n >= lo && n <= hi, name, " must be an integer from ", lo, " to ", hi, ", got '", v, "'");
+  return n;
+}
+
 inline bool pdl_allowed() {
   static const bool allowed = env_choice("XPRESS_EXT_PDL", {"0", "1"}, 1) == 1;
   return allowed;

@@ -44,13 +44,13 @@ void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
 
 // Tokens per warp: 4 (16 * 4 bytes of x in flight per thread, what streaming needs) once the
 // grid still has several CTAs per SM; 2 while it has one per SM; else 1.
-// XPRESS_EXT_SCONV_TPW=1|2|4|8 overrides (benchmarking only).
+// XPRESS_EXT_SCONV_TPW=1|2|4|8 overrides (benchmarking only; anything else is an error).
 int sconv_tokens_per_warp(int64_t tokens, int64_t col_tiles) {
   static const int forced = [] {
-    const char* v = std::getenv("XPRESS_EXT_SCONV_TPW");
-    return v == nullptr ? 0 : std::atoi(v);
+    const int choice = env_choice("XPRESS_EXT_SCONV_TPW", {"1", "2", "4", "8"}, -1);
+    return choice < 0 ? 0 : 1 << choice;
   }();
-  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) return forced;
+  if (forced != 0) return forced;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   auto ctas = [&](int tpw) {
     return (tokens + k::kSconvWarps * tpw - 1) / (k::kSconvWarps * tpw) * col_tiles;

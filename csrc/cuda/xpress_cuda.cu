@@ -375,11 +375,8 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
   // At N = 4, per_sm 1 gives 240 CTAs of a quarter row each, against 480 eighths with 2.
   int splits = 1;
   if (prop->major >= 9) {
-    static const int64_t per_sm = [] {  // XPRESS_EXT_ARGMAX_CTAS_PER_SM (benchmarking only)
-      const char* v = std::getenv("XPRESS_EXT_ARGMAX_CTAS_PER_SM");
-      const int64_t n = v == nullptr ? 0 : std::atoll(v);
-      return n >= 1 && n <= 64 ? n : 1;
-    }();
+    // XPRESS_EXT_ARGMAX_CTAS_PER_SM (benchmarking only)
+    static const int64_t per_sm = env_int("XPRESS_EXT_ARGMAX_CTAS_PER_SM", 1, 64, 1);
     const int64_t target = per_sm * prop->multiProcessorCount;
     while (splits < k::kArgmaxMaxSplits && rows * splits < target &&
            d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxThreads) * kV) {
@@ -411,11 +408,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
   // One wave (every CTA on its own SM): the packed scan takes 8 vectors per step.
   // XPRESS_EXT_ARGMAX_ONE_WAVE=k (benchmarking only): 8 vectors while the grid has at most k
   // CTAs per SM (default 1; 0 never).
-  static const int64_t one_wave_ctas = [] {
-    const char* v = std::getenv("XPRESS_EXT_ARGMAX_ONE_WAVE");
-    const int64_t n = v == nullptr ? 1 : std::atoll(v);
-    return n >= 0 && n <= 64 ? n : 1;
-  }();
+  static const int64_t one_wave_ctas = env_int("XPRESS_EXT_ARGMAX_ONE_WAVE", 0, 64, 1);
   if constexpr (sizeof(T) == 2) {
     if (vec && packed && rows * splits <= one_wave_ctas * prop->multiProcessorCount) {
       kernel = k::add_argmax_kernel<T, true, true, k::kArgmaxOneWaveUnroll>;
@@ -520,9 +513,8 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
     const int64_t vecs = (d.C + 32 * kV - 1) / (32 * kV);  // 16-byte vectors per lane
     if (vec && d.C % kV == 0 && vecs <= k::kTopcPackedMaxVecs && d.N <= 65535 && packed) {
       static const int warps = [] {  // XPRESS_EXT_TOPC_WARPS: rows per CTA (benchmarking only)
-        const char* v = std::getenv("XPRESS_EXT_TOPC_WARPS");
-        const int w = v == nullptr ? 0 : std::atoi(v);
-        return w == 1 || w == 2 || w == 4 || w == 8 ? w : k::kTopcPackedWarps;
+        const int choice = env_choice("XPRESS_EXT_TOPC_WARPS", {"1", "2", "4", "8"}, -1);
+        return choice < 0 ? k::kTopcPackedWarps : 1 << choice;
       }();
       const dim3 pgrid(static_cast<unsigned>((d.Bm1 + warps - 1) / warps), static_cast<unsigned>(d.N));
       const unsigned threads = warps * 32;
@@ -553,11 +545,11 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   TORCH_CHECK_VALUE(needed <= (prop->major >= 9 ? k::kSelMaxSplits : 1), "topc_select: logits.shape[-1] (V) = ", V,
                     " is above what this GPU's kernel takes (", (prop->major >= 9 ? k::kSelMaxSplits : 1) * k::kSelMaxSlice, ")");
   static const int forced = [] {
-    const char* v = std::getenv("XPRESS_EXT_TOPC_SPLITS");
-    return v == nullptr ? 0 : std::atoi(v);
+    const int choice = env_choice("XPRESS_EXT_TOPC_SPLITS", {"1", "2", "4", "8"}, -1);
+    return choice < 0 ? 0 : 1 << choice;
   }();
   if (prop->major < 9) return 1;
-  if ((forced == 1 || forced == 2 || forced == 4 || forced == 8) && forced >= needed) return forced;
+  if (forced != 0 && forced >= needed) return forced;
   int splits = 1;
   // Measured on the H200 (bf16, V = 151,936, C = 512, benchmarks/topc_select_phases.cu): a row
   // split over a cluster pays off only while the clusters leave SMs idle -- 15 rows: 28.7 / 25.2
