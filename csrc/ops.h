@@ -18,7 +18,7 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
                      const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights);
 void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk);
 void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                               const std::optional<at::Tensor>& bias, bool prefetch_weights);
+                               const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse);
 void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                             const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
@@ -43,7 +43,7 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
                       const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights);
 void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk);
 void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                                const std::optional<at::Tensor>& bias, bool prefetch_weights);
+                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse);
 // [cluster, blocks_per_group, rows_per_group, smem_bytes, max_active_clusters, grid_clusters,
 //  groups, tile_rows (0: cluster variant, else the row-tile variant's rows per CTA), row_tiles,
 //  fixed (1: the planned variant's kernel compiled for the canonical head, 0: its generic

@@ -230,7 +230,7 @@ def test_every_kernel_waits_before_it_touches_memory():
     assert set(re.findall(r"\bp\.(\w+)", load)) <= {"w2", "w2_s", "V", "base"}, load
     assert re.findall(r"\b(?:ld_stream16|ld_issue)\(([^;]*)\)", load) and "lat" not in load, load
     assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"w2", "w2_s", "V", "base", "rows", "bm1", "base_sn", "base_sb",
-                                                        "prefetch"}, pre_wait
+                                                        "prefetch", "reverse"}, pre_wait
     assert "p.lat" not in pre_wait and "p.partial" not in pre_wait and "p.blk" not in pre_wait
     # the top-C argmax kernels: one of the two waits, chosen by the launcher's row rule
     either = ["if (p.trigger_first) {  // before any global access (common.cuh)",

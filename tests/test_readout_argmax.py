@@ -76,6 +76,19 @@ def test_prefetch_weights_same_ids(device, N, B, V, R):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("N,B,V,R", [(1, 16, 40000, 256), (1, 16, 4096, 128), (4, 5, 1000, 256), (4, 16, 1032, 256)])
+def test_reverse_same_ids(device, N, B, V, R):
+    """reverse only changes the order the fused kernel walks W2 in (the last tiles first): same
+    ids, with and without the prefetch, fused (15 / 16 rows) and on the GEMM path (60 rows)."""
+    base, lat, w2 = exact_inputs(N, B, V, R, torch.bfloat16, device, 23, base_levels=2)
+    want = expect(base, lat, w2, N, B)
+    for prefetch in (False, True):
+        blk = blk_with_sentinel(N, B, device)
+        xpress_ext.readout_argmax_to_blk(base, lat, w2, blk, prefetch_weights=prefetch, reverse=True)
+        assert torch.equal(blk, want), prefetch
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_nan_inf_and_ties(device, dtype):
     """Rows of NaN (the first NaN wins), -inf everywhere (the first index), +inf twice (the first),
@@ -212,6 +225,8 @@ def test_opcheck(device):
     torch.library.opcheck(torch.ops.xpress_ext.readout_argmax_to_blk.default,
                           (base, lat, w2, blk_with_sentinel(N, B, device),
                            torch.empty(N * (B - 1), V, dtype=torch.bfloat16, device=device)))
+    torch.library.opcheck(torch.ops.xpress_ext.readout_argmax_to_blk.default,
+                          (base, lat, w2, blk_with_sentinel(N, B, device), None, True, True))
 
 
 @needs_cuda

@@ -375,5 +375,10 @@ class XPressRefinerHead(nn.Module):
             step["gemv_reverse"] = not reverse
             ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk)
         else:
-            # prefetch_weights: W2 and the base logits are constant over a step.
-            ops.readout_argmax_to_blk(step["slots"], lat, self.w2.weight, blk, step["bias"], prefetch_weights=True)
+            # prefetch_weights: W2 and the base logits are constant over a step.  Every other pass
+            # walks W2 from its last rows (same ids), starting on the rows the pass before read
+            # last, which L2 may still hold.
+            reverse = step.get("readout_reverse", False)
+            ops.readout_argmax_to_blk(step["slots"], lat, self.w2.weight, blk, step["bias"], prefetch_weights=True,
+                                      reverse=reverse)
+            step["readout_reverse"] = not reverse

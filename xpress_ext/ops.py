@@ -51,6 +51,7 @@ def readout_argmax_to_blk(
     blk: torch.Tensor,
     bias: torch.Tensor | None = None,
     prefetch_weights: bool = False,
+    reverse: bool = False,
 ) -> None:
     """``blk[n, 1 + b] = argmax_v dtype(base[r, v] + dtype(lat[r] . w2[v]))``: the full-vocabulary
     readout and ``add_argmax_to_blk`` in one call.  base [rows, V] or [N, B-1, V] (strided views
@@ -65,8 +66,12 @@ def readout_argmax_to_blk(
     it waits for the kernels ahead of it on the stream (programmatic dependent launch), so the
     copies overlap them.  Pass True only when no kernel queued before this one writes ``w2`` or
     ``base`` -- as in XPressRefinerHead, where both are constant over a draft step.  Same ids
-    either way; the CPU and the GEMM path ignore it."""
-    _ops.readout_argmax_to_blk.default(base, lat, w2, blk, bias, prefetch_weights)
+    either way; the CPU and the GEMM path ignore it.
+
+    ``reverse`` makes the fused kernel walk W2 from its last rows (same ids: the row's best does
+    not depend on the order).  XPressRefinerHead alternates it over a step's passes, so each pass
+    starts on the rows the pass before read last, which L2 may still hold."""
+    _ops.readout_argmax_to_blk.default(base, lat, w2, blk, bias, prefetch_weights, reverse)
 
 
 def topc_argmax_to_blk(
@@ -160,7 +165,7 @@ def _add_argmax_fake(base, bias, blk):
 
 
 @torch.library.register_fake("xpress_ext::readout_argmax_to_blk")
-def _readout_argmax_fake(base, lat, w2, blk, bias=None, prefetch_weights=False):
+def _readout_argmax_fake(base, lat, w2, blk, bias=None, prefetch_weights=False, reverse=False):
     return None
 
 

@@ -175,7 +175,8 @@ void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tenso
 // The readout in the dtype as torch computes it (fp32 sums, rounded once; into `bias` when
 // given), then add_argmax.
 void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                               const std::optional<at::Tensor>& bias, bool /*prefetch_weights: CUDA only*/) {
+                               const std::optional<at::Tensor>& bias, bool /*prefetch_weights: CUDA only*/,
+                               bool /*reverse: CUDA only, same ids*/) {
   const ReadoutDims d = check_readout_argmax(base, lat, w2, blk, bias);
   const int64_t rows = d.a.N * d.a.Bm1;
   if (rows == 0) return;

@@ -432,7 +432,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 
 template <typename T>
 void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
-                           at::Tensor& blk, const std::optional<at::Tensor>& bias, bool prefetch_weights) {
+                           at::Tensor& blk, const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse) {
   const int device = blk.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.a.N * d.a.Bm1;
@@ -466,6 +466,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
     a.R = static_cast<int>(d.R);
     a.V = d.a.V;
     a.prefetch = prefetch_weights;
+    a.reverse = reverse;
     const int parts = static_cast<int>(std::min<int64_t>((d.a.V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, prop->multiProcessorCount));
     at::Tensor partial = at::empty({rows, parts}, blk.options());
     a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
@@ -763,12 +764,12 @@ void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tens
 }
 
 void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                                const std::optional<at::Tensor>& bias, bool prefetch_weights) {
+                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse) {
   const ReadoutDims d = check_readout_argmax(base, lat, w2, blk, bias);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
   if (d.a.N * d.a.Bm1 == 0) return;
   XPRESS_DISPATCH_FLOAT(base.scalar_type(), "readout_argmax_to_blk", __nv_bfloat16, __half, float,
-                        [&] { launch_readout_argmax<scalar_t>(d, base, lat, w2, blk, bias, prefetch_weights); });
+                        [&] { launch_readout_argmax<scalar_t>(d, base, lat, w2, blk, bias, prefetch_weights, reverse); });
 }
 
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,

@@ -48,6 +48,7 @@ struct ReadoutArgs {
   int rows, bm1, R;
   int64_t V;         // a multiple of 8
   bool prefetch;  // the first tile's W2 rows and base pairs are loaded before the grid-dependency wait
+  bool reverse;   // walk W2 from its last tile (same ids: the per-row max does not depend on the order)
 };
 
 // lat's row stride in shared memory (elements): 16 words mod 32 banks, so the 16-byte reads of
@@ -98,6 +99,9 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
     b_row[h] = r < p.rows ? p.base + static_cast<int64_t>(r / p.bm1) * p.base_sn + (r % p.bm1) * p.base_sb + 2 * t : nullptr;
   }
   const T* w_lane = p.w2 + static_cast<int64_t>(g) * p.w2_s + t * 8;
+  // The n-tile a walk position stands for: with p.reverse the walk starts on W2's last tiles,
+  // which the call before (the head's previous pass, walking forward) read last and L2 may hold.
+  auto tile_at = [&](int64_t i) { return p.reverse ? n_tiles - 1 - i : i; };
   // n-tile `tile`'s W2 chunks (the B fragments) and base pairs into registers; tile < n_tiles.
   auto load = [&](int64_t tile, int4 (&w)[kChunks], uint32_t (&bp)[2]) {
     const T* src = w_lane + tile * 8 * p.w2_s;
@@ -110,7 +114,7 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
   };
   int4 w[kChunks];
   uint32_t bp[2];
-  if (nt < n_tiles) load(nt, w, bp);
+  if (nt < n_tiles) load(tile_at(nt), w, bp);
   // The grid-dependency wait (common.cuh) comes before any global access, except with
   // p.prefetch: the caller promises that no kernel ahead of this one writes w2 or base, so the
   // first tile's loads (load: w2 and base only) go out first and land while the kernel before
@@ -138,7 +142,7 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
     // (H200, harness: 24.1 us with 12 warps; loads after the MMAs 24.7 with 16 warps, 26.3 with 8).
     int4 wn[kChunks];
     uint32_t bpn[2];
-    if (nt + warps < n_tiles) load(nt + warps, wn, bpn);
+    if (nt + warps < n_tiles) load(tile_at(nt + warps), wn, bpn);
     // Four independent accumulation chains (k-steps ks % 4, added at the end).
     float acc[4][4];
 #pragma unroll
@@ -154,7 +158,7 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
     // the dtype in one convert, the base pair read as one word, one packed add with NaN made
     // canonical, two order-preserving 16-bit keys; word = key << 32 | ~v, so the largest word
     // is the largest score and, among equal ones, the lowest v.
-    const uint32_t v = static_cast<uint32_t>(nt * 8) + 2 * t;
+    const uint32_t v = static_cast<uint32_t>(tile_at(nt) * 8) + 2 * t;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // h = 0: row g (acc elements 0, 1); 1: row g + 8 (2, 3)
       if (b_row[h] != nullptr) {
