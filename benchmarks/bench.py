@@ -120,7 +120,7 @@ def add_argmax_case(N, gen):
 
 def readout_argmax_case(N, gen):
     """One full-vocabulary pass after the latent kernel: readout, add and argmax.  Ours is
-    readout_argmax_to_blk (fused up to 64 rows, else cuBLAS into a scratch bias + add_argmax);
+    readout_argmax_to_blk (fused up to 16 rows, walking W2 forward every call, else cuBLAS into a scratch bias + add_argmax);
     the Triton baseline is the seed's pass (torch.mm into a bias, then its two-stage add+argmax
     over a dense base); torch: the GEMM, the add and argmax.  lat and W2 hold small multiples
     of powers of two, so every dot product is exact in fp32 and all three must give the

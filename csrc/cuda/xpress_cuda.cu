@@ -426,8 +426,10 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 // XPRESS_EXT_READOUT=split, for A/B runs and tests; read per call) is the readout as one GEMM
 // into `bias` (the caller's scratch, else a new tensor) and then add_argmax.  Measured on the
 // H200 (benchmarks/RESULTS.md): the fused call takes 27.0-27.6 µs at N = 1 (session 20; the
-// split one ~30.6) and ~30 µs off the full draft step there, but a build that also fused two
-// and four m-tiles was slower at N = 2 and 4 (session 19: 38.8 / 64.3 against 33.9 / 39.0 µs).
+// split one ~30.6), and the full draft step there gains more (no bias round trip, one launch
+// fewer, the prefetch, the head's alternating walk); builds that also fused two and four
+// m-tiles were slower at N = 2 and 4 (session 19: 38.8 / 64.3 against 33.9 / 39.0 µs;
+// session 20's swapped-role kernel 45.7-60.0 µs at 30 / 60 rows).
 // The first kernel runs a CTA per SM (fewer when V has fewer 8-row tiles than the SMs' warps).
 
 template <typename T>
