@@ -1,6 +1,7 @@
 """The CUDA launchers' benchmarking knobs that take numbers (README): each is read once per
 process, so every case runs in a fresh interpreter.  A value outside the knob's choices is an
-error that names the knob; valid values change only the launch shape, never a result."""
+error that names the knob; valid values change only the launch shape, never a result (and
+XPRESS_EXT_TOPC_SPLITS, whose shape topc_select_plan reports, is seen to change it)."""
 
 import os
 import subprocess
@@ -41,6 +42,8 @@ b = make_batch([(5, 30), (0, 9)], W=4, block_size=4, device="cuda", seed=3)
 os.environ["XPRESS_EXT_SCONV_VARIANT"] = "tiled"  # the kernel the tokens-per-warp knob steers
 y = xpress_ext.ops.sconv(*b.args())
 out["sconv"] = (y.cpu(), b.cache_base.cpu())
+# the launch shape, not a result: compared with the knob, not across runs
+out["plan"] = list(torch.ops.xpress_ext.topc_select_plan(15, 151936, 512, 0))
 torch.save(out, sys.argv[1])
 """
 
@@ -68,8 +71,12 @@ def test_valid_values_change_no_result(tmp_path):
         proc = run_with(knobs, tmp_path / f"{name}.pt")
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = torch.load(tmp_path / f"{name}.pt")
+    if torch.cuda.get_device_capability(0)[0] >= 9:  # clusters: before sm_90 one CTA a row
+        assert runs["a"]["plan"][0] == 1 and runs["b"]["plan"][0] == 8, (runs["a"]["plan"], runs["b"]["plan"])
     for name in ("a", "b"):
         for op, want in runs["default"].items():
+            if op == "plan":
+                continue
             got = runs[name][op]
             for x, y in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
                 assert torch.equal(x, y), (name, op)
@@ -82,6 +89,8 @@ def test_valid_values_change_no_result(tmp_path):
     ("XPRESS_EXT_SCONV_TPW", "four", "XPRESS_EXT_SCONV_TPW must be 1, 2, 4 or 8, got 'four'"),
     ("XPRESS_EXT_ARGMAX_CTAS_PER_SM", "65", "XPRESS_EXT_ARGMAX_CTAS_PER_SM must be an integer from 1 to 64, got '65'"),
     ("XPRESS_EXT_ARGMAX_ONE_WAVE", "2x", "XPRESS_EXT_ARGMAX_ONE_WAVE must be an integer from 0 to 64, got '2x'"),
+    ("XPRESS_EXT_ARGMAX_ONE_WAVE", " 2", "XPRESS_EXT_ARGMAX_ONE_WAVE must be an integer from 0 to 64, got ' 2'"),
+    ("XPRESS_EXT_ARGMAX_CTAS_PER_SM", "+2", "XPRESS_EXT_ARGMAX_CTAS_PER_SM must be an integer from 1 to 64, got '+2'"),
 ])
 def test_other_values_are_errors(tmp_path, knob, value, message):
     proc = run_with({knob: value}, tmp_path / "bad.pt")

@@ -20,6 +20,7 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -52,7 +53,10 @@ inline int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallbac
   if (v == nullptr || *v == '\0') return fallback;
   char* end = nullptr;
   const long long n = std::strtoll(v, &end, 10);
-  TORCH_CHECK_VALUE(*end == '\0' && n >= lo && n <= hi, name, " must be an integer from ", lo, " to ", hi, ", got '", v, "'");
+  // Digits only (an optional '-' first): strtoll alone would also take leading blanks and a '+'.
+  const bool digits = std::isdigit(static_cast<unsigned char>(v[v[0] == '-' ? 1 : 0])) != 0;
+  TORCH_CHECK_VALUE(digits && *end == '\0' && n >= lo && n <= hi, name, " must be an integer from ", lo, " to ", hi,
+                    ", got '", v, "'");
   return n;
 }
 
