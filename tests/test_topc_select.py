@@ -119,6 +119,32 @@ def test_nan_inf_zero(device, dtype, V, cta):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("band", [1, 255, 256, 257, 600])
+def test_threshold_window(device, band, cta):
+    """bf16 rows whose top values (600; 312 in the sanitizer's smaller vocabulary), one per 128
+    ids (so one per chunk of either CTA shape), spread over `band` consecutive codes above a
+    filler: at c = their count tau is the lowest of them, and the CUDA kernel's exact selection
+    over the participants counts the window from tau to the row's largest key -- `band` codes
+    -- in one pass up to 256 codes, in two beyond (257, 600).  The third row's top values are
+    in no order, with one value far above them (a window of thousands of codes) and a NaN."""
+    V = V_FULL
+    top = min(600, V // 128)
+    g = gen(band)
+    codes = torch.full((3, V), 0x3F80, dtype=torch.int16)  # 1.0
+    spaced = torch.arange(top) * 128 + 7
+    for r in range(2):
+        order = torch.randperm(top, generator=g) if r else torch.arange(top)
+        codes[r, spaced] = (0x4100 + order * band // top).to(torch.int16)  # 8.0 up, ties when band < 600
+    codes[2, torch.randperm(V, generator=g)[:top]] = (0x4100 + torch.randint(0, band, (top,), generator=g)).to(torch.int16)
+    codes[2, 3] = 0x7F00  # 1.7e38
+    codes[2, 4] = -1  # NaN (0xFFFF: torch's own bf16 NaN, which its gather in the reference keeps)
+    logits = codes.view(torch.bfloat16).to(device)
+    for c in (1, top // 2, top - 1, top):
+        values, ids = run(logits, c)
+        assert_selected(logits, c, values, ids)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_fused_argmax(device, dtype, cta):
     """blk[n, 1 + b] = argmax of row n * (B - 1) + b (add_argmax_to_blk's rule with a zero bias);
@@ -270,8 +296,8 @@ def test_compile_fullgraph(device):
 @needs_cuda
 @pytest.mark.parametrize("rows,V", [(6, V_FULL), (40, V_FULL), (300, V_FULL), (3, 600_000), (2, 2_000_000)])
 def test_cuda_cluster_sizes(rows, V, cta):
-    """Shapes for which the launcher's rule picks clusters of 4, 2 and 1 CTAs per row on an
-    H200 (132 SMs: up to 4 while rows * CTAs <= SMs; 300 rows also take the narrow CTA), and
+    """Shapes for which the launcher's rule picks clusters of 8, 2 and 1 CTAs per row on an
+    H200 (132 SMs: the most while rows * CTAs <= SMs; 300 rows also take the narrow CTA), and
     vocabularies that need 4 and 8 (a CTA's slice holds at most 262,144 elements).  The
     launched kernel is the one topc_select_plan names."""
     logits = random_logits((rows, V), torch.bfloat16, "cuda", rows)

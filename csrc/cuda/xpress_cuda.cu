@@ -541,7 +541,7 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
 // topc_select
 
 // CTAs per row (the cluster size): 1, 2, 4 or 8 -- at least enough that a CTA's slice fits its
-// chunk table, and up to 4 while the whole grid still fits the SMs once (below).
+// chunk table, and more while the whole grid still fits the SMs once (below).
 // XPRESS_EXT_TOPC_SPLITS forces a size (benchmarking only).
 int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   const int64_t needed = (V + k::kSelMaxSlice - 1) / k::kSelMaxSlice;
@@ -557,8 +557,11 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   // Measured on the H200 (bf16, V = 151,936, C = 512, benchmarks/topc_select_phases.cu): a row
   // split over a cluster pays off only while the clusters leave SMs idle -- 15 rows: 28.7 / 25.2
   // / 22.0 / 23.0 us with 1 / 2 / 4 / 8 CTAs per row; 60 rows: 28.6 / 25.8 / 27.9; 240 rows:
-  // 44.8 / 61.9 with 1 / 2 -- so: the most CTAs per row, up to 4, with rows * splits <= SMs.
-  constexpr int kPreferredMaxSplits = 4;
+  // 44.8 / 61.9 with 1 / 2 (single launches) -- so: the most CTAs per row with rows * splits <=
+  // SMs.  8 (rows <= 16 on 132 SMs) since session 21: per launch in a replayed graph, the
+  // protocol of bench.py, 14.85-14.86 against 15.12-15.13 us with 4 at 15 rows (single launches
+  // 19.9-20.0 against 19.8-20.1).
+  constexpr int kPreferredMaxSplits = 8;
   while (splits < needed || (splits < kPreferredMaxSplits && rows * splits * 2 <= prop->multiProcessorCount &&
                              V / (splits * 2) >= 8LL * k::SelWide::kCtaThreads)) {
     splits *= 2;

@@ -5,10 +5,12 @@
 // One row per cluster of `splits` CTAs (1..8), each CTA owning a contiguous slice of the row;
 // CTAs of 512 or 256 threads (SelShape below: chunks of 64 or 128 elements, each of 8
 // sub-chunks of 8 or 16 elements).  Keys are argmax_key's 32-bit keys; selections are radix
-// selects over 8-bit digits from the top (bits that the dtype leaves constant are skipped: 2
-// passes for bf16, 3 for fp16, 4 for fp32, fewer when a digit's bin holds exactly what is still
-// needed).  Each CTA builds a 256-bin histogram in shared memory; one warp sums the cluster's
-// histograms through distributed shared memory (coalesced 16-byte reads) and finds the bin.
+// selects over a window of the keys' varying bits (kp: the dtype leaves the low 16 bits of a
+// bf16 key and the low 8 of an fp16 one constant), 256 bins a pass, each as wide as the window
+// needs: over the whole range 2 passes for bf16, 3 for fp16, 4 for fp32; over a window of at
+// most 256 kp values one (fewer whenever a bin holds exactly what is still needed).  Each CTA
+// builds a 256-bin histogram in shared memory; one warp sums the cluster's histograms through
+// distributed shared memory (coalesced 16-byte reads) and finds the bin.
 //   1. Stream the slice once from HBM (16-byte loads, kSelUnroll per thread in flight): per
 //      chunk its max key, and per sub-chunk the top 16 bits of its max key (a NaN-propagating
 //      max over each vector, one key per vector, shuffles across the lanes of a sub-chunk, then
@@ -21,9 +23,10 @@
 //      (one to four 16-byte loads; typically about c sub-chunks, so one or two rounds of loads
 //      for the CTA) and keeps a bit mask of its participants; a second block scan places them,
 //      in id order, in shared memory, with their values.
-//   4. The exact top c of the participants (radix select over them), then a block scan gives
-//      each its output position (ascending id); the values come from shared memory (on the
-//      fallback below, from the row).
+//   4. The exact top c of the participants (radix select over the window from tau to the row's
+//      largest key: for 16-bit rows typically one pass), then a block scan gives each its
+//      output position (ascending id); the values come from shared memory (on the fallback
+//      below, from the row).
 // When c exceeds the number of chunks, or some CTA lists more sub-chunks or keeps more
 // participants than its buffers hold (rows of few distinct values), steps 3-4 fall back to the
 // same radix select and emit over the whole slice, chunk by chunk (chunks whose max cannot
@@ -203,11 +206,11 @@ __device__ __forceinline__ void sel_visit(const T* x, int64_t s, int64_t e, F&& 
   for (int64_t j = full_end; j < e; ++j) f(j, x[j]);
 }
 
-// What a radix select leaves, identical in every CTA of the cluster: keys k with
-// (k & mask) > prefix are taken, and the `need` first (lowest ids) of those with
-// (k & mask) == prefix.
+// What a radix select leaves, identical in every CTA of the cluster, on the scale of the keys'
+// varying bits (kp = key >> sel_last_shift<T>()): keys with kp > hi are taken, and the `need`
+// first (lowest ids) of those with lo <= kp <= hi.
 struct SelThreshold {
-  uint32_t prefix, mask, need, done;
+  uint32_t lo, hi, need, done;
 };
 
 // key(v) >= tau as a float comparison: t is the float whose key is tau (keys are the IEEE order,
@@ -265,6 +268,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   __shared__ SelThreshold th[2];
   __shared__ uint64_t cta_total;  // read by peers after a cluster barrier
   __shared__ uint64_t cta_best;   // packed argmax of this CTA's slice, read by rank 0
+  __shared__ uint32_t cta_max;    // the largest key of this CTA's slice, read by peers after tau
   const int64_t chunk_slots = S::chunk_slots(p.slice);
   uint32_t* const cand_key = sel_smem;
   uint32_t* const cand_id = cand_key + S::kCap;
@@ -294,15 +298,20 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   auto remote = [](auto* ptr, int) { return ptr; };
 #endif
 
-  // Radix select of the `need0` largest of the cluster's items, 8 bits a pass from the top.
-  // visit(prefix, f) calls f(key) for every item of this CTA (it may skip items with
-  // key < prefix, which cannot match).  Every CTA returns the same threshold.  On entry no
-  // peer may still read this CTA's histograms (a cluster barrier separates calls).
+  // Radix select of the `need0` largest of the cluster's items whose kp lie in [lo0, hi0] (an
+  // item above hi0 must not exist; items below lo0 are not counted): each pass counts the items
+  // of the window left by the last in 256 bins of its kp - lo, 2^shift wide, with the shift the
+  // fewest that fit the window (so a window of at most 256 kp values takes one pass; the whole
+  // range of a 16-bit key two).  visit(lo, f) calls f(key) for every item of this CTA (it may
+  // skip items with kp < lo, which cannot match).  Every CTA returns the same threshold.  On
+  // entry no peer may still read this CTA's histograms (a cluster barrier separates calls).
   constexpr int kLastShift = sel_last_shift<T>();
-  auto radix_select = [&](uint32_t need0, auto&& visit) -> SelThreshold {
-    SelThreshold cur{0u, 0u, need0, 0u};
+  auto radix_select = [&](uint32_t need0, uint32_t lo0, uint32_t hi0, auto&& visit) -> SelThreshold {
+    SelThreshold cur{lo0, hi0, need0, 0u};
     for (int pass = 0;; ++pass) {
-      const int shift = 24 - 8 * pass;
+      const uint32_t span = cur.hi - cur.lo;
+      const int bits = 32 - __clz(span);
+      const int shift = bits > 8 ? bits - 8 : 0;
       // Readers of this buffer (two passes ago) passed the last pass's cluster barrier.
       uint32_t* const h = hist[pass & 1];
       if (tid < kSelBins) h[tid] = 0;
@@ -310,9 +319,10 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       // Matching keys are counted in runs of one digit (a tied row is then a few atomics per
       // thread instead of one per element on a single address).
       uint32_t run_digit = 0, run = 0;
-      visit(cur.prefix, [&](uint32_t key) {
-        if ((key & cur.mask) == cur.prefix) {
-          const uint32_t digit = (key >> shift) & 0xFFu;
+      visit(cur.lo, [&](uint32_t key) {
+        const uint32_t kp = key >> kLastShift;
+        if (kp >= cur.lo && kp <= cur.hi) {
+          const uint32_t digit = (kp - cur.lo) >> shift;
           if (digit != run_digit && run != 0) {
             atomicAdd(&h[run_digit], run);
             run = 0;
@@ -358,16 +368,17 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         for (int k = 0; k < 8; ++k) {
           if (above < cur.need && cur.need <= above + cnt[k]) {
             const uint32_t need = cur.need - above;
-            th[pass & 1] = SelThreshold{cur.prefix | (static_cast<uint32_t>(first + 7 - k) << shift),
-                                        cur.mask | (0xFFu << shift), need,
-                                        (cnt[k] == need || shift == kLastShift) ? 1u : 0u};
+            const uint32_t lo = cur.lo + (static_cast<uint32_t>(first + 7 - k) << shift);
+            const uint32_t width = (1u << shift) - 1u;  // the bin's kp beyond its first
+            th[pass & 1] = SelThreshold{lo, cur.hi - lo > width ? lo + width : cur.hi, need,
+                                        (cnt[k] == need || shift == 0) ? 1u : 0u};
           }
           above += cnt[k];
         }
       }
       __syncthreads();
       cur = th[pass & 1];
-      if (cur.done || shift == kLastShift) return cur;
+      if (cur.done) return cur;
     }
   };
 
@@ -389,10 +400,12 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       chunk_max[i] = 0;
       reinterpret_cast<uint4*>(sub_max)[i] = make_uint4(0u, 0u, 0u, 0u);  // the chunk's 8 sub-chunks
     }
+    if (tid == 0) cta_max = 0;
     __syncthreads();
     XPRESS_SEL_MARK(0);
 
     // ---- 1. one streaming pass: the max key of every chunk and sub-chunk -------------------
+    uint32_t thread_max = 0;  // the largest key this thread saw (for cta_max)
     // merge_tail(j0, j1): elements [j0, j1) of one sub-chunk, by one thread, into the maxima.
     auto merge_tail = [&](int64_t j0, int64_t j1) {
       uint32_t m = 0;
@@ -404,6 +417,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       const uint16_t top = static_cast<uint16_t>(m >> 16);
       if (top > sub_max[sub]) sub_max[sub] = top;
       atomicMax(&chunk_max[(j0 - lo) / S::kChunk], m);
+      thread_max = m > thread_max ? m : thread_max;
     };
     if constexpr (kVec) {
       constexpr int kV = kVecElems<T>;
@@ -428,6 +442,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
           key = o > key ? o : key;
         }
         if (lane % kLanesPerChunk == 0 && vi < nvec) chunk_max[vi / kLanesPerChunk] = key;
+        thread_max = key > thread_max ? key : thread_max;  // 0 for vi >= nvec
       };
       for (int t0 = warp; t0 * 32 < nvec; t0 += S::kWarps * kSelUnroll) {  // kSelUnroll tiles in flight
         int4 v[kSelUnroll];
@@ -453,12 +468,24 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     XPRESS_SEL_MARK(1);
 
     // ---- 2-3. tau from the chunk maxima; the participants, compacted ----------------------
+    constexpr uint32_t kAllKp = 0xFFFFFFFFu >> kLastShift;  // the largest kp
     bool fast = static_cast<int64_t>(p.c) <= row_chunks;
     int npart = 0;
+    uint32_t tau_kp = 0, max_kp = kAllKp;  // on the fast path every participant's kp lies in [tau_kp, max_kp]
     if (fast) {
-      const uint32_t tau = radix_select(static_cast<uint32_t>(p.c), [&](uint32_t, auto&& f) {
-                             for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
-                           }).prefix;  // >= c chunk maxima are >= it, so >= c elements are
+      // This CTA's largest key, visible to its threads after the radix select's first barrier
+      // and to its peers after its first cluster barrier.
+      thread_max = __reduce_max_sync(0xFFFFFFFFu, thread_max);
+      if (lane == 0 && thread_max != 0) atomicMax(&cta_max, thread_max);
+      tau_kp = radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, [&](uint32_t, auto&& f) {
+                 for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
+               }).lo;
+      const uint32_t tau = tau_kp << kLastShift;  // >= c chunk maxima are >= it, so >= c elements are
+      max_kp = 0;
+      for (int r = 0; r < splits; ++r) {
+        const uint32_t m = *remote(&cta_max, r) >> kLastShift;
+        max_kp = m > max_kp ? m : max_kp;
+      }
       XPRESS_SEL_MARK(2);
       // The sub-chunks whose kept bits reach tau's, in chunks that reach tau, listed in id order.
       const uint32_t tau16 = tau >> 16;
@@ -565,21 +592,23 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     const int my_p1 = my_p0 + ppt < npart ? my_p0 + ppt : npart;
 
     // ---- 4. the exact top c: threshold, positions, writes ----------------------------------
+    // On the fast path the participants' kp lie in [tau_kp, max_kp]: one pass when that spans at
+    // most 256 values (typical for 16-bit rows), where the whole range of kp takes two or more.
     const SelThreshold sel =
-        fast ? radix_select(static_cast<uint32_t>(p.c),
+        fast ? radix_select(static_cast<uint32_t>(p.c), tau_kp, max_kp,
                             [&](uint32_t, auto&& f) {
                               for (int i = tid; i < npart; i += kThreads) f(cand_key[i]);
                             })
-             : radix_select(static_cast<uint32_t>(p.c), [&](uint32_t prefix, auto&& f) {
+             : radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, [&](uint32_t t_lo, auto&& f) {
                  for (int ch = my_c0; ch < my_c1; ++ch) {
-                   if (chunk_max[ch] < prefix) continue;  // every matching key is >= prefix
+                   if ((chunk_max[ch] >> kLastShift) < t_lo) continue;  // every matching key's kp is >= t_lo
                    const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
                    sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
                                       [&](int64_t, T v) { f(sel_key(v)); });
                  }
                });
     XPRESS_SEL_MARK(5);
-    const uint32_t prefix = sel.prefix, mask = sel.mask, need = sel.need;
+    const uint32_t t_lo = sel.lo, t_hi = sel.hi, need = sel.need;
     // ordered(f): f(key, id) for this thread's items in increasing id (participants, or on the
     // fallback the slice's chunks that can match).
     auto ordered = [&](auto&& f) {
@@ -590,7 +619,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         }
       } else {
         for (int ch = my_c0; ch < my_c1; ++ch) {
-          if (chunk_max[ch] < prefix) continue;
+          if ((chunk_max[ch] >> kLastShift) < t_lo) continue;
           const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
           sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
                              [&](int64_t j, T v) { f(sel_key(v), j, v); });
@@ -600,8 +629,8 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     uint64_t mine = 0;  // (gt | eq << 32) over this thread's items
     uint64_t best = 0;  // packed argmax over them (the row's argmax is always an item)
     ordered([&](uint32_t key, int64_t j, T) {
-      const uint32_t m = key & mask;
-      mine += (m > prefix ? 1ull : 0ull) | (m == prefix ? (1ull << 32) : 0ull);
+      const uint32_t kp = key >> kLastShift;
+      mine += (kp > t_hi ? 1ull : 0ull) | (kp >= t_lo && kp <= t_hi ? (1ull << 32) : 0ull);
       const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
       best = packed > best ? packed : best;
     });
@@ -621,13 +650,13 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     T* vout = p.values + n * p.v_sn + b * p.v_sb;
     int64_t* iout = p.ids + n * p.i_sn + b * p.i_sb;
     ordered([&](uint32_t key, int64_t j, T v) {
-      const uint32_t m = key & mask;
-      if (m > prefix) {
+      const uint32_t kp = key >> kLastShift;
+      if (kp > t_hi) {
         const uint32_t pos = gt_before + (eq_before < need ? eq_before : need);
         vout[pos] = v;
         iout[pos] = j;
         ++gt_before;
-      } else if (m == prefix) {
+      } else if (kp >= t_lo) {
         if (eq_before < need) {
           vout[gt_before + eq_before] = v;
           iout[gt_before + eq_before] = j;
