@@ -134,7 +134,7 @@ def test_threshold_window(device, band, cta):
     spaced = torch.arange(top) * 128 + 7
     for r in range(2):
         order = torch.randperm(top, generator=g) if r else torch.arange(top)
-        codes[r, spaced] = (0x4100 + order * band // top).to(torch.int16)  # 8.0 up, ties when band < 600
+        codes[r, spaced] = (0x4100 + order * band // top).to(torch.int16)  # 8.0 up, ties when band < top
     codes[2, torch.randperm(V, generator=g)[:top]] = (0x4100 + torch.randint(0, band, (top,), generator=g)).to(torch.int16)
     codes[2, 3] = 0x7F00  # 1.7e38
     codes[2, 4] = -1  # NaN (0xFFFF: torch's own bf16 NaN, which its gather in the reference keeps)
