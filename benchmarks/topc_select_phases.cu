@@ -5,7 +5,8 @@
 //
 //   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/topc_select_phases.cu -o /tmp/phases && \
-//        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS]]]   (THREADS: 512 wide, 256 narrow)
+//        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS [BLK]]]]   (THREADS: 512 wide, 256 narrow;
+//        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it)
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   const int splits = argc > 3 ? std::atoi(argv[3]) : 2;
   const int64_t grid_y = argc > 4 ? std::atoll(argv[4]) : std::min<int64_t>(rows, 65535);
   const int threads = argc > 5 ? std::atoi(argv[5]) : 512;
+  const bool with_blk = argc > 6 && std::atoi(argv[6]) != 0;
   if (threads != 512 && threads != 256) {
     std::fprintf(stderr, "THREADS must be 512 or 256\n");
     return 2;
@@ -34,8 +36,9 @@ int main(int argc, char** argv) {
   const int64_t V = 151936;
   using T = __nv_bfloat16;
   T *x, *vals;
-  int64_t* ids;
+  int64_t *ids, *blk;
   CK(cudaMalloc(&x, rows * V * sizeof(T)));
+  CK(cudaMalloc(&blk, (rows + 1) * sizeof(int64_t)));
   CK(cudaMalloc(&vals, rows * c * sizeof(T)));
   CK(cudaMalloc(&ids, rows * c * sizeof(int64_t)));
   fill_normal<<<1024, 256>>>(x, rows * V, 1234u);
@@ -53,10 +56,16 @@ int main(int argc, char** argv) {
   a.bm1 = 1;
   a.vocab = V;
   a.c = c;
+  if (with_blk) {  // blocks of B = 2 (bm1 = 1): blk[row * 1 + 1] = the row's argmax
+    a.blk = blk;
+    a.blk_sn = 1;
+    a.blk_sb = 1;
+  }
   const int chunk = threads == 256 ? k::SelNarrow::kChunk : k::SelWide::kChunk;
   a.slice = ((V + splits - 1) / splits + chunk - 1) / chunk * chunk;
   const size_t smem = threads == 256 ? k::SelNarrow::smem(a.slice) : k::SelWide::smem(a.slice);
-  auto kernel = threads == 256 ? k::topc_select_kernel<T, true, 256> : k::topc_select_kernel<T, true, 512>;
+  auto kernel = splits > 1 ? (threads == 256 ? k::topc_select_kernel<T, true, 256, true> : k::topc_select_kernel<T, true, 512, true>)
+                           : (threads == 256 ? k::topc_select_kernel<T, true, 256, false> : k::topc_select_kernel<T, true, 512, false>);
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
@@ -89,6 +98,11 @@ int main(int argc, char** argv) {
       std::vector<std::pair<uint32_t, int64_t>> kv(V);
       for (int64_t j = 0; j < V; ++j) kv[j] = {xpress::argmax_key(__bfloat162float(hx[j])), j};
       std::stable_sort(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first > b.first; });
+      if (with_blk) {
+        int64_t got = -1;
+        CK(cudaMemcpy(&got, blk + r + 1, sizeof(int64_t), cudaMemcpyDeviceToHost));
+        if (got != kv[0].second) ++bad;
+      }
       std::vector<int64_t> want(c);
       for (int64_t i = 0; i < c; ++i) want[i] = kv[i].second;
       std::sort(want.begin(), want.end());

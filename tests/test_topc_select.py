@@ -308,7 +308,7 @@ def test_cuda_cluster_sizes(rows, V, cta):
     assert_selected(logits, 512, values, ids)
     assert torch.equal(blk[:, 1].cpu(), logits.float().argmax(-1).cpu())
     if names is not None:
-        want = f"topc_select_kernel<__nv_bfloat16, true, {threads}>"
+        want = f"topc_select_kernel<__nv_bfloat16, true, {threads}, {'true' if splits > 1 else 'false'}>"
         assert [n for n in names if "topc_select_kernel" in n] == [n for n in names if want in n] != [], (want, names)
 
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <utility>
 #include <mutex>
+#include <type_traits>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -626,8 +627,12 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
   a.c = d.c;
   a.slice = plan.slice;
   const bool vec = rows_vectorizable(logits, {d.logits.sn, d.logits.sb});
-  auto kernel = plan.threads == 256 ? (vec ? k::topc_select_kernel<T, true, 256> : k::topc_select_kernel<T, false, 256>)
-                                    : (vec ? k::topc_select_kernel<T, true, 512> : k::topc_select_kernel<T, false, 512>);
+  auto pick = [&](auto cluster) {  // the instance for clusters of CTAs, or for one CTA a row
+    constexpr bool kC = decltype(cluster)::value;
+    return plan.threads == 256 ? (vec ? k::topc_select_kernel<T, true, 256, kC> : k::topc_select_kernel<T, false, 256, kC>)
+                               : (vec ? k::topc_select_kernel<T, true, 512, kC> : k::topc_select_kernel<T, false, 512, kC>);
+  };
+  auto kernel = plan.splits > 1 ? pick(std::true_type{}) : pick(std::false_type{});
   {  // raise the kernel's dynamic shared-memory limit to the largest slice's, once per device
     static std::mutex mu;
     static std::map<std::pair<const void*, int>, bool> raised;

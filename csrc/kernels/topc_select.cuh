@@ -241,7 +241,15 @@ __device__ __forceinline__ SelFloor sel_floor(uint32_t tau) {
   } while (0)
 #endif
 
-template <typename T, bool kVec, int kThreads>
+// kCluster: launched with clusters of more than one CTA a row.  Its reads of the peers' shared
+// values (largest key, totals, argmax) are lane r reading rank r, all in flight at once, combined
+// with warp reductions; each thread reading the ranks one after another cost ~1.8 K cycles at 15
+// rows x 8 CTAs (H200 phase harness, graph replay, session 22: 14.07-14.19 against 14.79-14.80 us
+// at 15 x 8, 14.48-14.58 against 14.95 at 15 x 4, 17.25 against 17.47-17.49 at 60 x 2; bench.py's
+// shapes: 14.3 against 15.1 us at N = 1, but 1 % slower at N = 4, 2 CTAs a row).  The instance
+// for one CTA a row keeps the plain loops (a single local read): with the cluster's code in it
+// too, it ran 4-7 % slower at 240-3840 rows (ptxas spilled 196-268 bytes).
+template <typename T, bool kVec, int kThreads, bool kCluster>
 __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     topc_select_kernel(const __grid_constant__ TopcSelectArgs<T> p) {
   grid_dependency_sync();  // before any global access (common.cuh)
@@ -279,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   uint16_t* const sub_max = reinterpret_cast<uint16_t*>(chunk_max + chunk_slots);
 
   const int split = blockIdx.x;
-  const int splits = gridDim.x;  // == the cluster size
+  const int splits = gridDim.x;  // == the cluster size (1 for !kCluster)
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp = tid / 32;
@@ -481,10 +489,14 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
                  for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
                }).lo;
       const uint32_t tau = tau_kp << kLastShift;  // >= c chunk maxima are >= it, so >= c elements are
-      max_kp = 0;
-      for (int r = 0; r < splits; ++r) {
-        const uint32_t m = *remote(&cta_max, r) >> kLastShift;
-        max_kp = m > max_kp ? m : max_kp;
+      if constexpr (kCluster) {  // lane r reads rank r's: the cluster's reads in flight at once, in every warp
+        max_kp = __reduce_max_sync(0xFFFFFFFFu, lane < splits ? *remote(&cta_max, lane) : 0u) >> kLastShift;
+      } else {
+        max_kp = 0;
+        for (int r = 0; r < splits; ++r) {
+          const uint32_t m = *remote(&cta_max, r) >> kLastShift;
+          max_kp = m > max_kp ? m : max_kp;
+        }
       }
       XPRESS_SEL_MARK(2);
       // The sub-chunks whose kept bits reach tau's, in chunks that reach tau, listed in id order.
@@ -563,12 +575,19 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       if (tid == 0) cta_total = listed ? static_cast<uint64_t>(total) : static_cast<uint64_t>(S::kCap) + 1;  // unlisted: fall back
       cluster_sync();
       XPRESS_SEL_MARK(3);
-      uint64_t most = 0;  // the same decision in every CTA of the cluster
-      for (int r = 0; r < splits; ++r) {
-        const uint64_t t = *remote(&cta_total, r);
-        most = t > most ? t : most;
+      // The same decision in every CTA of the cluster (lane r reads rank r; totals < 2^31).
+      if constexpr (kCluster) {
+        const uint32_t most =
+            __reduce_max_sync(0xFFFFFFFFu, lane < splits ? static_cast<uint32_t>(*remote(&cta_total, lane)) : 0u);
+        fast = most <= static_cast<uint32_t>(S::kCap);
+      } else {
+        uint64_t most = 0;
+        for (int r = 0; r < splits; ++r) {
+          const uint64_t t = *remote(&cta_total, r);
+          most = t > most ? t : most;
+        }
+        fast = most <= S::kCap;
       }
-      fast = most <= S::kCap;
       if (fast) {
         npart = static_cast<int>(total);
         uint32_t pos = static_cast<uint32_t>(base);
@@ -644,7 +663,15 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     }
     cluster_sync();
     XPRESS_SEL_MARK(6);
-    for (int r = 0; r < split; ++r) base += *remote(&cta_total, r);
+    if constexpr (kCluster) {  // + the (gt | eq << 32) counts of the ranks before this one: lane r
+      // reads rank r, and each half is summed on its own (a half's sum over the cluster is at most
+      // V: no carry)
+      const uint64_t t = lane < split ? *remote(&cta_total, lane) : 0ull;
+      base += static_cast<uint64_t>(__reduce_add_sync(0xFFFFFFFFu, static_cast<uint32_t>(t))) |
+              static_cast<uint64_t>(__reduce_add_sync(0xFFFFFFFFu, static_cast<uint32_t>(t >> 32))) << 32;
+    } else {
+      for (int r = 0; r < split; ++r) base += *remote(&cta_total, r);
+    }
     uint32_t gt_before = static_cast<uint32_t>(base);
     uint32_t eq_before = static_cast<uint32_t>(base >> 32);
     T* vout = p.values + n * p.v_sn + b * p.v_sb;
@@ -666,9 +693,17 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     });
     if (p.blk != nullptr && split == 0 && tid == 0) {
       uint64_t v = cta_best;
-      for (int r = 1; r < splits; ++r) {
-        const uint64_t o = *remote(&cta_best, r);
-        v = o > v ? o : v;
+      if constexpr (kCluster) {  // the ranks' packed argmaxes, loads in flight at once
+        uint64_t o[kSelMaxSplits - 1];
+#pragma unroll
+        for (int r = 1; r < kSelMaxSplits; ++r) o[r - 1] = r < splits ? *remote(&cta_best, r) : 0ull;
+#pragma unroll
+        for (int r = 1; r < kSelMaxSplits; ++r) v = o[r - 1] > v ? o[r - 1] : v;
+      } else {
+        for (int r = 1; r < splits; ++r) {
+          const uint64_t o = *remote(&cta_best, r);
+          v = o > v ? o : v;
+        }
       }
       p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = argmax_unpack_index(v);
     }
