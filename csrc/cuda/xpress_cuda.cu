@@ -12,7 +12,6 @@
 #include <map>
 #include <utility>
 #include <mutex>
-#include <type_traits>
 #include <string>
 #include <tuple>
 #include <type_traits>
