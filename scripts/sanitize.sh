@@ -14,7 +14,9 @@
 # bounds each one (a timed-out run counts as not clean).  SANITIZE_SHARDS splits a file's plain
 # run over several processes (tests/conftest.py's XPRESS_EXT_SHARD=i/k): a default count and
 # per-file overrides, e.g. "2 test_sconv=4 test_add_argmax=4" (default "1").
-# SANITIZE_OPTS_<tool> adds compute-sanitizer options to that tool's runs.
+# SANITIZE_OPTS_<tool> adds compute-sanitizer options to that tool's runs.  SANITIZE_K narrows
+# every run to the tests a pytest -k expression also selects (e.g. "cluster_sizes or
+# threshold_window" for a change to one path of a kernel); default: no narrowing.
 # racecheck instruments only this package's kernels (SANITIZE_KERNELS, default "kns=xpress",
 # compute-sanitizer's --kernel-name filter; empty = every kernel): unfiltered, it spends its
 # time in torch's own kernels (10-100x longer, timed out) and reports hazards in them (torch's
@@ -60,6 +62,7 @@ run_one() {  # tool file plain|graphs shard(i/k) gpu
   if [ "$3" = graphs ]; then
     name="$name-graphs"; sel="(graph or replay) and not compile"; caching=0
   fi
+  [ -n "${SANITIZE_K:-}" ] && sel="($sel) and ($SANITIZE_K)"
   [ "$shard" != 0/1 ] && name="$name.shard${shard%/*}of${shard#*/}"
   log="$out/logs/$tool-$name.log"
   local fp32_matmul=0
@@ -93,7 +96,7 @@ run_one() {  # tool file plain|graphs shard(i/k) gpu
   echo "$tool $name: exit $rc; ${tests:-0 passed}; ${errors:-no summary}" | tee -a "$out/runs.txt"
 }
 export -f run_one
-export out PY CS SANITIZE_TIMEOUT kernel_filter ${!SANITIZE_OPTS_*}
+export out PY CS SANITIZE_TIMEOUT SANITIZE_K kernel_filter ${!SANITIZE_OPTS_*}
 shards_of() {  # file -> number of processes for its plain run
   local n=1 entry base
   base=$(basename "$1" .py)

@@ -137,6 +137,24 @@ def test_shards_gpus_and_tool_options(setup):
     assert sorted(done) == sorted(line for line in lines if line.startswith(("memcheck ", "racecheck ")))
 
 
+def test_k_expression_narrows_every_run(setup):
+    """SANITIZE_K is ANDed with each run's own selection (plain and graph-capture runs alike);
+    without it the selection is the script's own."""
+    tmp_path, fake, files = setup
+    rc, summary, calls = run_script(tmp_path, fake, "memcheck", [files["test_good.py"]],
+                                    SANITIZE_K="cluster_sizes or window", SANITIZE_SHARDS="2")
+    assert rc == 0, summary
+    runs = [c for c in calls if "sanitize_canary" not in c]
+    assert len(runs) == 3  # 2 plain shards + the graph run
+    plain = "-k (not compile and not graph and not replay) and (cluster_sizes or window) "
+    graphs = "-k ((graph or replay) and not compile) and (cluster_sizes or window) "
+    assert sum(plain in c for c in runs) == 2 and sum(graphs in c for c in runs) == 1, runs
+    _, _, calls = run_script(tmp_path, fake, "memcheck", [files["test_good.py"]])
+    runs = [c for c in calls if "sanitize_canary" not in c]
+    assert sum("-k not compile and not graph and not replay " in c for c in runs) == 1, runs
+    assert sum("-k (graph or replay) and not compile " in c for c in runs) == 1, runs
+
+
 def _collected(shard, *args):
     env = dict(os.environ, XPRESS_EXT_SHARD=shard)
     p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
