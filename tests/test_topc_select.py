@@ -197,6 +197,11 @@ def test_sub_chunk_listing_limits(device, dtype, cta):
       back), fewer than the wide one's (fast path);
     - every value within one 16-bit key prefix (distinct values for fp32): whole chunks listed
       by the kept bits, more than a CTA lists, with few participants;
+    - 1,400 ids share the top value, two in each of 700 sub-chunks (the first of each of 700
+      128-element chunks; on the sanitizer's shorter rows fewer, fuller ones): the narrow CTA
+      lists them and (16-bit dtypes) copies them over the sub-chunk maxima and part of the chunk
+      maxima, then has more participants than it keeps, so its fallback visits every chunk; the
+      wide CTA keeps them (fast path);
     - a row-padded view with 16-byte aligned rows whose length leaves a tail that no 16-byte
       vector covers (for fp32 in the same sub-chunk as the last vector), holding the top values."""
     V, c = V_FULL, 512
@@ -206,6 +211,9 @@ def test_sub_chunk_listing_limits(device, dtype, cta):
     rows[0, s0 : s0 + 2400] = 50.0
     rows[1] = 1.0 + torch.rand(V, generator=g) * (2.0**-8)  # key bits above 16: one prefix
     rows[3, s0 + 8 : s0 + 1508] = 40.0
+    subs = min(700, V // 128 * 3 // 5)
+    per_sub = -(-1400 // subs)  # <= 8: within one sub-chunk of either CTA
+    rows[2, (torch.arange(subs) * 128).repeat_interleave(per_sub) + torch.arange(per_sub).repeat(subs)] = 60.0
     logits = rows.to(dtype).to(device)
     for cc in (c, 7):
         values, ids = run(logits, cc)

@@ -15,14 +15,17 @@
 //      chunk its max key, and per sub-chunk the top 16 bits of its max key (a NaN-propagating
 //      max over each vector, one key per vector, shuffles across the lanes of a sub-chunk, then
 //      of a chunk) -- about one instruction per element.
-//   2. tau = the c-th largest chunk max (a radix select over the chunk maxima): at least c
-//      elements have key >= tau, so no element below tau can be in the top c.
+//   2. tau = the c-th largest chunk max (a radix select over the chunk maxima, over the window
+//      of their own range, which the stream also measures: one pass for typical 16-bit rows; for
+//      those it may end at the lower end of a bin of up to 4 kp values): at least c elements
+//      have key >= tau, so no element below tau can be in the top c.
 //   3. Participants (key >= tau, typically c plus a few tens of %): the sub-chunks whose kept
 //      bits reach tau's, in chunks whose max reaches tau (a superset of the sub-chunks holding
-//      one), are listed in id order (block scan).  A thread per listed sub-chunk re-reads it
-//      (one to four 16-byte loads; typically about c sub-chunks, so one or two rounds of loads
-//      for the CTA) and keeps a bit mask of its participants; a second block scan places them,
-//      in id order, in shared memory, with their values.
+//      one), are listed in id order (block scan).  Each thread copies its share of the listed
+//      sub-chunks (one to four 16-byte cp.async each, all in flight at once) into the shared
+//      memory the maxima held, keeps a bit mask of their participants, and a second block scan
+//      places them, in id order, in shared memory, with their values (when the copies do not
+//      fit, the sub-chunks are re-read from the row, two at a time, and again per participant).
 //   4. The exact top c of the participants (radix select over the window from tau to the row's
 //      largest key: for 16-bit rows typically one pass), then a block scan gives each its
 //      output position (ascending id); the values come from shared memory (on the fallback
@@ -30,16 +33,14 @@
 // When c exceeds the number of chunks, or some CTA lists more sub-chunks or keeps more
 // participants than its buffers hold (rows of few distinct values), steps 3-4 fall back to the
 // same radix select and emit over the whole slice, chunk by chunk (chunks whose max cannot
-// match are skipped).
+// match are skipped, while the chunk maxima are still there).
 // Deterministic: no atomic decides an output position.  Scratch: shared memory only, sized
 // from V.  Bound: the one streaming read of the logits (HBM) on the fast path.
 #pragma once
 
 #include <cooperative_groups.h>
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cuda/functional>
 #include <type_traits>
 
 #include "argmax.cuh"
@@ -55,6 +56,7 @@ constexpr int kSelMaxChunksPerThread = 8;
 #endif
 constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in flight in the stream
 constexpr int kSelSubBatch = 2;  // listed sub-chunks whose loads a thread issues together
+constexpr int kSelTauStopShift = 2;  // tau (16-bit rows) may stop at bins of at most 4 kp values
 
 // The two CTA shapes (benchmarks/topc_select_phases.cu builds both; H200, bf16, V = 151,936,
 // C = 512, graph replay, 2026-11-30).  Wide: 512 threads, two CTAs per SM (64 registers; one
@@ -263,12 +265,10 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   // ptxas spilling 20 bytes more).
   using Count = std::conditional_t<kThreads == 512, uint32_t, uint64_t>;
   using CountScan = cub::BlockScan<Count, kThreads>;
-  using BlockReduce = cub::BlockReduce<uint64_t, kThreads>;
   extern __shared__ __align__(16) uint32_t sel_smem[];
   __shared__ union {
     typename BlockScan::TempStorage scan;
     typename CountScan::TempStorage count_scan;
-    typename BlockReduce::TempStorage reduce;
   } temp;
   // Two histograms: a pass builds one while the cluster's search warps may still read the other.
   __shared__ __align__(16) uint32_t hist[2][kSelBins];
@@ -276,7 +276,8 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   __shared__ SelThreshold th[2];
   __shared__ uint64_t cta_total;  // read by peers after a cluster barrier
   __shared__ uint64_t cta_best;   // packed argmax of this CTA's slice, read by rank 0
-  __shared__ uint32_t cta_max;    // the largest key of this CTA's slice, read by peers after tau
+  __shared__ uint32_t cta_max;    // the largest key of this CTA's slice, read by peers after the stream
+  __shared__ uint32_t cta_cmin;   // a lower bound of its chunk maxima (tau's window), read by peers after the stream
   const int64_t chunk_slots = S::chunk_slots(p.slice);
   uint32_t* const cand_key = sel_smem;
   uint32_t* const cand_id = cand_key + S::kCap;
@@ -311,10 +312,13 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   // of the window left by the last in 256 bins of its kp - lo, 2^shift wide, with the shift the
   // fewest that fit the window (so a window of at most 256 kp values takes one pass; the whole
   // range of a 16-bit key two).  visit(lo, f) calls f(key) for every item of this CTA (it may
-  // skip items with kp < lo, which cannot match).  Every CTA returns the same threshold.  On
-  // entry no peer may still read this CTA's histograms (a cluster barrier separates calls).
+  // skip items with kp < lo, which cannot match).  Every CTA returns the same threshold.  It
+  // stops when a bin holds exactly what is still needed, or once the bins are at most
+  // 2^stop_shift kp values wide (then lo is the lower end of the bin holding the need0-th largest:
+  // at least need0 items reach it; only tau uses that).  On entry no peer may still read this
+  // CTA's histograms (a cluster barrier separates calls).
   constexpr int kLastShift = sel_last_shift<T>();
-  auto radix_select = [&](uint32_t need0, uint32_t lo0, uint32_t hi0, auto&& visit) -> SelThreshold {
+  auto radix_select = [&](uint32_t need0, uint32_t lo0, uint32_t hi0, int stop_shift, auto&& visit) -> SelThreshold {
     SelThreshold cur{lo0, hi0, need0, 0u};
     for (int pass = 0;; ++pass) {
       const uint32_t span = cur.hi - cur.lo;
@@ -379,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
             const uint32_t lo = cur.lo + (static_cast<uint32_t>(first + 7 - k) << shift);
             const uint32_t width = (1u << shift) - 1u;  // the bin's kp beyond its first
             th[pass & 1] = SelThreshold{lo, cur.hi - lo > width ? lo + width : cur.hi, need,
-                                        (cnt[k] == need || shift == 0) ? 1u : 0u};
+                                        (cnt[k] == need || shift <= stop_shift) ? 1u : 0u};
           }
           above += cnt[k];
         }
@@ -408,12 +412,17 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       chunk_max[i] = 0;
       reinterpret_cast<uint4*>(sub_max)[i] = make_uint4(0u, 0u, 0u, 0u);  // the chunk's 8 sub-chunks
     }
-    if (tid == 0) cta_max = 0;
+    if (tid == 0) {
+      cta_max = 0;
+      cta_cmin = 0xFFFFFFFFu;
+      cta_best = 0;
+    }
     __syncthreads();
     XPRESS_SEL_MARK(0);
 
     // ---- 1. one streaming pass: the max key of every chunk and sub-chunk -------------------
     uint32_t thread_max = 0;  // the largest key this thread saw (for cta_max)
+    uint32_t thread_cmin = 0xFFFFFFFFu;  // the least chunk maximum it wrote (for cta_cmin)
     // merge_tail(j0, j1): elements [j0, j1) of one sub-chunk, by one thread, into the maxima.
     auto merge_tail = [&](int64_t j0, int64_t j1) {
       uint32_t m = 0;
@@ -426,6 +435,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       if (top > sub_max[sub]) sub_max[sub] = top;
       atomicMax(&chunk_max[(j0 - lo) / S::kChunk], m);
       thread_max = m > thread_max ? m : thread_max;
+      thread_cmin = m < thread_cmin ? m : thread_cmin;  // <= the chunk's max
     };
     if constexpr (kVec) {
       constexpr int kV = kVecElems<T>;
@@ -449,7 +459,10 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
           const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
           key = o > key ? o : key;
         }
-        if (lane % kLanesPerChunk == 0 && vi < nvec) chunk_max[vi / kLanesPerChunk] = key;
+        if (lane % kLanesPerChunk == 0 && vi < nvec) {
+          chunk_max[vi / kLanesPerChunk] = key;
+          thread_cmin = key < thread_cmin ? key : thread_cmin;
+        }
         thread_max = key > thread_max ? key : thread_max;  // 0 for vi >= nvec
       };
       for (int t0 = warp; t0 * 32 < nvec; t0 += S::kWarps * kSelUnroll) {  // kSelUnroll tiles in flight
@@ -472,32 +485,43 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         merge_tail(j0, j0 + S::kSub < hi ? j0 + S::kSub : hi);
       }
     }
-    __syncthreads();
+    // This CTA's largest key and a lower bound of its chunk maxima (merge_tail's maxima are
+    // sub-chunks', at most their chunk's), visible to the cluster after the barrier.
+    thread_max = __reduce_max_sync(0xFFFFFFFFu, thread_max);
+    thread_cmin = __reduce_min_sync(0xFFFFFFFFu, thread_cmin);
+    if (lane == 0) {
+      if (thread_max != 0) atomicMax(&cta_max, thread_max);
+      atomicMin(&cta_cmin, thread_cmin);
+    }
+    cluster_sync();
     XPRESS_SEL_MARK(1);
 
     // ---- 2-3. tau from the chunk maxima; the participants, compacted ----------------------
     constexpr uint32_t kAllKp = 0xFFFFFFFFu >> kLastShift;  // the largest kp
     bool fast = static_cast<int64_t>(p.c) <= row_chunks;
     int npart = 0;
+    bool maxima_kept = true;  // chunk_max still holds the maxima (for the fallback's skips)
     uint32_t tau_kp = 0, max_kp = kAllKp;  // on the fast path every participant's kp lies in [tau_kp, max_kp]
     if (fast) {
-      // This CTA's largest key, visible to its threads after the radix select's first barrier
-      // and to its peers after its first cluster barrier.
-      thread_max = __reduce_max_sync(0xFFFFFFFFu, thread_max);
-      if (lane == 0 && thread_max != 0) atomicMax(&cta_max, thread_max);
-      tau_kp = radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, [&](uint32_t, auto&& f) {
-                 for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
-               }).lo;
-      const uint32_t tau = tau_kp << kLastShift;  // >= c chunk maxima are >= it, so >= c elements are
+      // tau's window: the cluster's chunk maxima lie in [w_lo, w_hi] (w_hi: the row's largest
+      // kp), typically a few hundred kp values for 16-bit rows, so one pass; for 16-bit rows tau
+      // may also stop at a bin of at most 4 kp values (its lower end: >= c chunk maxima still
+      // reach it; a few more participants).
+      uint32_t w_lo, w_hi;
       if constexpr (kCluster) {  // lane r reads rank r's: the cluster's reads in flight at once, in every warp
-        max_kp = __reduce_max_sync(0xFFFFFFFFu, lane < splits ? *remote(&cta_max, lane) : 0u) >> kLastShift;
+        w_lo = __reduce_min_sync(0xFFFFFFFFu, lane < splits ? *remote(&cta_cmin, lane) : 0xFFFFFFFFu) >> kLastShift;
+        w_hi = __reduce_max_sync(0xFFFFFFFFu, lane < splits ? *remote(&cta_max, lane) : 0u) >> kLastShift;
       } else {
-        max_kp = 0;
-        for (int r = 0; r < splits; ++r) {
-          const uint32_t m = *remote(&cta_max, r) >> kLastShift;
-          max_kp = m > max_kp ? m : max_kp;
-        }
+        w_lo = cta_cmin >> kLastShift;
+        w_hi = cta_max >> kLastShift;
       }
+      tau_kp = radix_select(static_cast<uint32_t>(p.c), w_lo, w_hi, sizeof(T) == 2 ? kSelTauStopShift : 0,
+                            [&](uint32_t, auto&& f) {
+                              for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
+                            })
+                   .lo;
+      const uint32_t tau = tau_kp << kLastShift;  // >= c chunk maxima are >= it, so >= c elements are
+      max_kp = w_hi;
       XPRESS_SEL_MARK(2);
       // The sub-chunks whose kept bits reach tau's, in chunks that reach tau, listed in id order.
       const uint32_t tau16 = tau >> 16;
@@ -534,8 +558,48 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       const int q0 = tid * qpt < nq ? tid * qpt : nq;
       const int q1 = q0 + qpt < nq ? q0 + qpt : nq;
       constexpr int kVps = kVec ? S::kSub / kVecElems<T> : 1;  // 16-byte vectors per sub-chunk
+      // Staged: the listed whole sub-chunks copied (cp.async, all of a thread's at once) into the
+      // shared memory the sub-chunk maxima held (and from its end back into the chunk maxima,
+      // if need be), when they fit, so the masks and the compaction read shared memory: one
+      // round trip to the row, not one per batch of sub-chunks and then one per participant.
+      // The sub-chunk maxima are not read again; the chunk maxima only by the fallback, which
+      // visits every chunk when they are overwritten (maxima_kept).
+      const int64_t stage_vecs = chunk_slots * (sizeof(uint32_t) + S::kSubsPerChunk * sizeof(uint16_t)) / 16;
+      const bool staged = kVec && static_cast<int64_t>(nq) * kVps <= stage_vecs;  // the same in every thread
+      int4* const stage = reinterpret_cast<int4*>(sub_max + chunk_slots * S::kSubsPerChunk) - nq * kVps;
+      maxima_kept = !staged || static_cast<int64_t>(nq) * kVps <= chunk_slots;  // stage >= sub_max
       Count cnt = 0;
-      for (int qb = q0; qb < q1; qb += kSelSubBatch) {
+      if (staged) {
+        for (int qi = q0; qi < q1; ++qi) {
+          const int64_t s0 = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
+          if (s0 + S::kSub <= hi) {
+#pragma unroll
+            for (int v = 0; v < kVps; ++v) cp_async16(stage + qi * kVps + v, x + s0 + v * kVecElems<T>, 16);
+          }
+        }
+        cp_async_commit();
+        cp_async_wait<0>();  // this thread's copies, read only by it
+        for (int qi = q0; qi < q1; ++qi) {
+          const int64_t s0 = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
+          uint32_t m = 0;
+          if (s0 + S::kSub <= hi) {
+#pragma unroll
+            for (int v = 0; v < kVps; ++v) {
+              Vec16<T> w;
+              w.raw = stage[qi * kVps + v];
+#pragma unroll
+              for (int k = 0; k < kVecElems<T>; ++k) {
+                m |= (floor_tau.reaches(to_float(w.elem[k])) ? 1u : 0u) << (v * kVecElems<T> + k);
+              }
+            }
+          } else {
+            for (int64_t j = s0; j < hi; ++j) m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
+          }
+          qmask[qi] = static_cast<typename S::Mask>(m);
+          cnt += __popc(m);
+        }
+      }
+      for (int qb = staged ? q1 : q0; qb < q1; qb += kSelSubBatch) {
         Vec16<T> w[kSelSubBatch][kVps];
         if constexpr (kVec) {
 #pragma unroll
@@ -593,9 +657,12 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         uint32_t pos = static_cast<uint32_t>(base);
         for (int qi = q0; qi < q1; ++qi) {
           const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
+          const bool from_stage = staged && s + S::kSub <= hi;
+          const T* const st = reinterpret_cast<const T*>(stage + qi * kVps);
           for (uint32_t m = qmask[qi]; m != 0; m &= m - 1) {
-            const int64_t j = s + __ffs(m) - 1;
-            const T v = x[j];
+            const int k = __ffs(m) - 1;
+            const int64_t j = s + k;
+            const T v = from_stage ? st[k] : x[j];
             cand_key[pos] = sel_key(v);
             cand_id[pos] = static_cast<uint32_t>(j);
             cand_val[pos] = v;  // for the writes: no re-read after the selection
@@ -614,13 +681,13 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     // On the fast path the participants' kp lie in [tau_kp, max_kp]: one pass when that spans at
     // most 256 values (typical for 16-bit rows), where the whole range of kp takes two or more.
     const SelThreshold sel =
-        fast ? radix_select(static_cast<uint32_t>(p.c), tau_kp, max_kp,
+        fast ? radix_select(static_cast<uint32_t>(p.c), tau_kp, max_kp, 0,
                             [&](uint32_t, auto&& f) {
                               for (int i = tid; i < npart; i += kThreads) f(cand_key[i]);
                             })
-             : radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, [&](uint32_t t_lo, auto&& f) {
+             : radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, 0, [&](uint32_t t_lo, auto&& f) {
                  for (int ch = my_c0; ch < my_c1; ++ch) {
-                   if ((chunk_max[ch] >> kLastShift) < t_lo) continue;  // every matching key's kp is >= t_lo
+                   if (maxima_kept && (chunk_max[ch] >> kLastShift) < t_lo) continue;  // every matching key's kp is >= t_lo
                    const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
                    sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
                                       [&](int64_t, T v) { f(sel_key(v)); });
@@ -638,7 +705,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         }
       } else {
         for (int ch = my_c0; ch < my_c1; ++ch) {
-          if ((chunk_max[ch] >> kLastShift) < t_lo) continue;
+          if (maxima_kept && (chunk_max[ch] >> kLastShift) < t_lo) continue;
           const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
           sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
                              [&](int64_t j, T v) { f(sel_key(v), j, v); });
@@ -653,14 +720,18 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
       best = packed > best ? packed : best;
     });
+    {  // the packed argmax: the warp's (its largest key, then the largest packed word among the
+       // lanes holding that key), then one shared atomic a warp; read after the cluster barrier
+      const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32));
+      const uint32_t low = __reduce_max_sync(
+          0xFFFFFFFFu, static_cast<uint32_t>(best >> 32) == top ? static_cast<uint32_t>(best) : 0u);
+      if (lane == 0) {
+        atomicMax(reinterpret_cast<unsigned long long*>(&cta_best), (static_cast<unsigned long long>(top) << 32) | low);
+      }
+    }
     uint64_t base, total;
     BlockScan(temp.scan).ExclusiveSum(mine, base, total);
-    __syncthreads();
-    const uint64_t cta_argmax = BlockReduce(temp.reduce).Reduce(best, cuda::maximum<>{});
-    if (tid == 0) {
-      cta_total = total;
-      cta_best = cta_argmax;
-    }
+    if (tid == 0) cta_total = total;
     cluster_sync();
     XPRESS_SEL_MARK(6);
     if constexpr (kCluster) {  // + the (gt | eq << 32) counts of the ranks before this one: lane r
