@@ -18,15 +18,19 @@
 //                             selects
 //   split P+C                 persistent and warp-specialised: P threads stream row k+1 into one
 //                             of two buffers while C threads select row k (named barriers)
+//   stagger K x S             (mode `stagger`) the k-th CTA of each SM (k < K, by launch order)
+//                             waits k x S cycles before its first row
+//   split ..., 2 / SM         (mode `split`) split CTAs at two an SM, 4-8 loads a thread
 //
 //   nvcc -std=c++17 -O3 -I csrc -I benchmarks -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/topc_select_stream_probe.cu -o /tmp/stream_probe && /tmp/stream_probe
+//        benchmarks/topc_select_stream_probe.cu -o /tmp/stream_probe && /tmp/stream_probe [stagger|split]
 //
 // It prints a markdown table (variant, CTAs per SM, shared memory per CTA, rows, D, µs, GB/s);
-// benchmarks/RESULTS.md (session 22) gives an H200 run and what it shows.
+// benchmarks/RESULTS.md (sessions 22 and 23) gives H200 runs and what they show.
 #include <cuda_bf16.h>
 
 #include <cstdio>
+#include <string>
 
 #include "kernels/topc_select.cuh"
 #include "harness.cuh"
@@ -106,12 +110,30 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
+// Staggered starts: CTA i of the first kStaggerPhases waves of one CTA an SM (i < phases x SMs)
+// sleeps (i / SMs) x g_stagger cycles before its first row, so the CTAs that share an SM reach
+// their selection steps at different times.
+__device__ long long g_stagger = 0;
+template <int kPhases>
+__device__ __forceinline__ void stagger() {
+  if constexpr (kPhases > 1) {
+    unsigned sms;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+    const unsigned phase = blockIdx.x / sms;
+    if (phase < static_cast<unsigned>(kPhases)) {
+      const long long t0 = clock64(), d = phase * g_stagger;
+      while (clock64() - t0 < d) __nanosleep(200);
+    }
+  }
+}
+
 // A CTA per row (grid = rows) or persistent (grid < rows); kAhead > 0: L2 prefetch ahead;
-// kMinBlocks: the CTAs per SM the registers must allow.
-template <int kThreads, int kLoads, int kAhead, int kMinBlocks, bool kNoL1 = false>
+// kMinBlocks: the CTAs per SM the registers must allow; kStaggerPhases: stagger<> above.
+template <int kThreads, int kLoads, int kAhead, int kMinBlocks, bool kNoL1 = false, int kStaggerPhases = 0>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) row_cta(const T* x, int rows, long long D, uint32_t* out) {
   __shared__ __align__(16) Summary s;
   constexpr int64_t kIterBytes = static_cast<int64_t>(kThreads) * kLoads * 16;
+  stagger<kStaggerPhases>();
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* row = x + static_cast<int64_t>(r) * kV;
     const char* rb = reinterpret_cast<const char*>(row);
@@ -196,8 +218,8 @@ __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 
 // Named barriers 1 + b: summary b is full; 3 + b: summary b is free again.
-template <int kP, int kC, bool kNoL1 = false>
-__global__ void __launch_bounds__(kP + kC) split(const T* x, int rows, long long D, uint32_t* out) {
+template <int kP, int kC, bool kNoL1 = false, int kLoads = 4, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kP + kC, kMinBlocks) split(const T* x, int rows, long long D, uint32_t* out) {
   __shared__ __align__(16) Summary s[2];
   constexpr int kAll = kP + kC;
   const int tid = threadIdx.x;
@@ -206,7 +228,7 @@ __global__ void __launch_bounds__(kP + kC) split(const T* x, int rows, long long
     for (int r = blockIdx.x; r < rows; r += gridDim.x, ++kk) {
       const int b = kk & 1;
       if (kk >= 2) bar_sync(3 + b, kAll);
-      stream_row<kP, 4, kNoL1>(x + static_cast<int64_t>(r) * kV, tid, s[b], [](int) {});
+      stream_row<kP, kLoads, kNoL1>(x + static_cast<int64_t>(r) * kV, tid, s[b], [](int) {});
       bar_arrive(1 + b, kAll);
     }
   } else {
@@ -219,7 +241,7 @@ __global__ void __launch_bounds__(kP + kC) split(const T* x, int rows, long long
   }
 }
 
-int main() {
+int main(int argc, char** argv) {
   const int max_rows = 3840;
   T* x;
   uint32_t* out;
@@ -254,6 +276,40 @@ int main() {
                 static_cast<double>(rows) * kRowBytes / (t.graph_us * 1e3));
   };
   std::printf("| variant | CTAs / SM | KB smem / CTA | rows | D (cycles) | µs (graph) | GB/s |\n|---|---|---|---|---|---|---|\n");
+  if (argc > 1 && std::string(argv[1]) == "stagger") {  // session 23: staggered starts at 4 and 8 CTAs an SM
+    for (int rows : {480, 960, 1920, 3840}) {
+      for (long long D : {0LL, 15000LL, 30000LL}) {
+        for (long long S : {0LL, 4000LL, 8000LL, 15000LL}) {
+          CK(cudaMemcpyToSymbol(g_stagger, &S, sizeof(S)));
+          char name[96];
+          std::snprintf(name, sizeof(name), "row 256 thr, 4 loads, 4 / SM, stagger 4 x %lld", S);
+          run(name, row_cta<256, 4, 0, 4, false, 4>, 256, 4, 0, false, rows, D);
+          std::snprintf(name, sizeof(name), "row 256 thr, 4 loads, 4 / SM, stagger 2 x %lld", S);
+          run(name, row_cta<256, 4, 0, 4, false, 2>, 256, 4, 0, false, rows, D);
+          std::snprintf(name, sizeof(name), "row 256 thr, 4 loads, 6 / SM, stagger 6 x %lld", S);
+          run(name, row_cta<256, 4, 0, 6, false, 6>, 256, 6, 0, false, rows, D);
+          std::snprintf(name, sizeof(name), "row 512 thr, 4 loads, 2 / SM, stagger 2 x %lld", S);
+          run(name, row_cta<512, 4, 0, 2, false, 2>, 512, 2, 0, false, rows, D);
+        }
+      }
+    }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "split") {  // session 23: 256 + 256 at two CTAs an SM
+    for (int rows : {480, 1920, 3840}) {
+      for (long long D : {0LL, 30000LL, 40000LL, 50000LL}) {
+        run("split 256+256, 4 loads, 47 KB", split<256, 256, false, 4, 2>, 512, 2, 0, true, rows, D);
+        run("split 256+256, 8 loads, 47 KB", split<256, 256, false, 8, 2>, 512, 2, 0, true, rows, D);
+        run("split 256+256, 8 loads, 66 KB", split<256, 256, false, 8, 2>, 512, 2, 19 * 1024, true, rows, D);
+        run("split 256+256, 6 loads, 66 KB", split<256, 256, false, 6, 2>, 512, 2, 19 * 1024, true, rows, D);
+        run("split 384+128, 4 loads, 47 KB", split<384, 128, false, 4, 2>, 512, 2, 0, true, rows, D);
+        run("split 384+128, 4 loads, 66 KB", split<384, 128, false, 4, 2>, 512, 2, 19 * 1024, true, rows, D);
+        run("split 384+128, 4 loads, 3 / SM", split<384, 128>, 512, 4, 0, true, rows, D);
+        run("row 256 thr, 4 loads (topc_select's narrow shape)", row_cta<256, 4, 0, 4>, 256, 4, 0, false, rows, D);
+      }
+    }
+    return 0;
+  }
   for (int rows : {480, 960, 1920, 3840}) {
     for (long long D : {0LL, 20000LL, 30000LL}) {
       run("row 256 thr, 4 loads (topc_select's narrow shape)", row_cta<256, 4, 0, 4>, 256, 4, 0, false, rows, D);
