@@ -46,6 +46,13 @@ inline int env_choice(const char* name, std::initializer_list<const char*> choic
   return fallback;  // not reached
 }
 
+// A power-of-two knob (benchmarks): 1, 2, 4 or 8, `fallback` when unset or empty (env_choice's
+// error otherwise).
+inline int env_pow2(const char* name, int fallback) {
+  const int choice = env_choice(name, {"1", "2", "4", "8"}, -1);
+  return choice < 0 ? fallback : 1 << choice;
+}
+
 // An integer knob (benchmarks): `fallback` when unset or empty, else a whole decimal number in
 // [lo, hi]; anything else is an error that names the knob and the range.
 inline int64_t env_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {

@@ -46,10 +46,7 @@ void launch_sconv_variant(const k::SconvArgs<T>& a, cudaStream_t stream) {
 // grid still has several CTAs per SM; 2 while it has one per SM; else 1.
 // XPRESS_EXT_SCONV_TPW=1|2|4|8 overrides (benchmarking only; anything else is an error).
 int sconv_tokens_per_warp(int64_t tokens, int64_t col_tiles) {
-  static const int forced = [] {
-    const int choice = env_choice("XPRESS_EXT_SCONV_TPW", {"1", "2", "4", "8"}, -1);
-    return choice < 0 ? 0 : 1 << choice;
-  }();
+  static const int forced = env_pow2("XPRESS_EXT_SCONV_TPW", 0);
   if (forced != 0) return forced;
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   auto ctas = [&](int tpw) {

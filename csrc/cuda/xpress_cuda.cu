@@ -515,10 +515,8 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
     constexpr int kV = k::kVecElems<T>;
     const int64_t vecs = (d.C + 32 * kV - 1) / (32 * kV);  // 16-byte vectors per lane
     if (vec && d.C % kV == 0 && vecs <= k::kTopcPackedMaxVecs && d.N <= 65535 && packed) {
-      static const int warps = [] {  // XPRESS_EXT_TOPC_WARPS: rows per CTA (benchmarking only)
-        const int choice = env_choice("XPRESS_EXT_TOPC_WARPS", {"1", "2", "4", "8"}, -1);
-        return choice < 0 ? k::kTopcPackedWarps : 1 << choice;
-      }();
+      // XPRESS_EXT_TOPC_WARPS: rows per CTA (benchmarking only)
+      static const int warps = env_pow2("XPRESS_EXT_TOPC_WARPS", k::kTopcPackedWarps);
       const dim3 pgrid(static_cast<unsigned>((d.Bm1 + warps - 1) / warps), static_cast<unsigned>(d.N));
       const unsigned threads = warps * 32;
       if (vecs == 1) {
@@ -547,10 +545,7 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   const int64_t needed = (V + k::kSelMaxSlice - 1) / k::kSelMaxSlice;
   TORCH_CHECK_VALUE(needed <= (prop->major >= 9 ? k::kSelMaxSplits : 1), "topc_select: logits.shape[-1] (V) = ", V,
                     " is above what this GPU's kernel takes (", (prop->major >= 9 ? k::kSelMaxSplits : 1) * k::kSelMaxSlice, ")");
-  static const int forced = [] {
-    const int choice = env_choice("XPRESS_EXT_TOPC_SPLITS", {"1", "2", "4", "8"}, -1);
-    return choice < 0 ? 0 : 1 << choice;
-  }();
+  static const int forced = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
   if (prop->major < 9) return 1;
   if (forced != 0 && forced >= needed) return forced;
   int splits = 1;
