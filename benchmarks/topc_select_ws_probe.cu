@@ -77,47 +77,27 @@ __host__ __device__ inline size_t smem_bytes(int chunk_slots, int tsize) {
   return 2 * static_cast<size_t>(chunk_slots) * (4 + kSubs) + kCap * (4 + 4 + 2 + 2) + static_cast<size_t>(kCap) * tsize;
 }
 
-// Exclusive sum over the 128 consumers (cons_tid), with the total; `red` holds kConsWarps + 1
-// words of consumer-only shared memory.  Ends with a consumer barrier.
-__device__ __forceinline__ uint32_t cons_scan(uint32_t v, uint32_t* total, uint32_t* red, int ctid) {
+// Exclusive sum over the 128 consumers (ctid), with the total; `red` holds kConsWarps + 1 words
+// of consumer-only shared memory.  Ends with a consumer barrier.
+template <typename W>
+__device__ __forceinline__ W cons_scan(W v, W* total, W* red, int ctid) {
   const int lane = ctid % 32, w = ctid / 32;
-  uint32_t incl = v;
+  W incl = v;
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) {
-    const uint32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
+    const W o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
     if (lane >= off) incl += o;
   }
   if (lane == 31) red[w] = incl;
   bar_sync(kBarCons, kCons);
-  uint32_t before = 0, all = 0;
+  W before = 0, all = 0;
 #pragma unroll
   for (int i = 0; i < kConsWarps; ++i) {
-    const uint32_t t = red[i];
-    before += i < w ? t : 0u;
+    const W t = red[i];
+    before += i < w ? t : W(0);
     all += t;
   }
   bar_sync(kBarCons, kCons);  // red may be reused after this
-  *total = all;
-  return before + incl - v;
-}
-__device__ __forceinline__ uint64_t cons_scan64(uint64_t v, uint64_t* total, uint64_t* red, int ctid) {
-  const int lane = ctid % 32, w = ctid / 32;
-  uint64_t incl = v;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const uint64_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
-    if (lane >= off) incl += o;
-  }
-  if (lane == 31) red[w] = incl;
-  bar_sync(kBarCons, kCons);
-  uint64_t before = 0, all = 0;
-#pragma unroll
-  for (int i = 0; i < kConsWarps; ++i) {
-    const uint64_t t = red[i];
-    before += i < w ? t : 0ull;
-    all += t;
-  }
-  bar_sync(kBarCons, kCons);
   *total = all;
   return before + incl - v;
 }
@@ -453,7 +433,7 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
       if (lane == 0) atomicMax(reinterpret_cast<unsigned long long*>(&best_sh), (static_cast<unsigned long long>(top) << 32) | low);
     }
     uint64_t tot64;
-    const uint64_t before = cons_scan64(mine64, &tot64, red64, ctid);  // ends with a barrier: best_sh complete
+    const uint64_t before = cons_scan(mine64, &tot64, red64, ctid);  // ends with a barrier: best_sh complete
     uint32_t gt_before = static_cast<uint32_t>(before), eq_before = static_cast<uint32_t>(before >> 32);
     T* vout = p.values + static_cast<int64_t>(row) * p.os;
     int64_t* iout = p.ids + static_cast<int64_t>(row) * p.os;
