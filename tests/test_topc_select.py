@@ -212,7 +212,8 @@ def test_sub_chunk_listing_limits(device, dtype, cta):
     rows[1] = 1.0 + torch.rand(V, generator=g) * (2.0**-8)  # key bits above 16: one prefix
     rows[3, s0 + 8 : s0 + 1508] = 40.0
     subs = min(700, V // 128 * 3 // 5)
-    per_sub = -(-1400 // subs)  # <= 8: within one sub-chunk of either CTA
+    per_sub = -(-1400 // subs)
+    assert per_sub <= 8, per_sub  # within one sub-chunk of either CTA (8 or 16 elements)
     rows[2, (torch.arange(subs) * 128).repeat_interleave(per_sub) + torch.arange(per_sub).repeat(subs)] = 60.0
     logits = rows.to(dtype).to(device)
     for cc in (c, 7):
