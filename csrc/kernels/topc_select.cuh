@@ -568,6 +568,23 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       const bool staged = kVec && static_cast<int64_t>(nq) * kVps <= stage_vecs;  // the same in every thread
       int4* const stage = reinterpret_cast<int4*>(sub_max + chunk_slots * S::kSubsPerChunk) - nq * kVps;
       maxima_kept = !staged || static_cast<int64_t>(nq) * kVps <= chunk_slots;  // stage >= sub_max
+      // The mask of the listed sub-chunk at row offset s0 (bit e: element s0 + e reaches tau), from
+      // its vectors w when it is whole and the row vectorised, else element by element from x.
+      auto sub_mask = [&](int64_t s0, const Vec16<T>* w) -> uint32_t {
+        uint32_t m = 0;
+        if (kVec && s0 + S::kSub <= hi) {
+#pragma unroll
+          for (int v = 0; v < kVps; ++v) {
+#pragma unroll
+            for (int k = 0; k < kVecElems<T>; ++k) {
+              m |= (floor_tau.reaches(to_float(w[v].elem[k])) ? 1u : 0u) << (v * kVecElems<T> + k);
+            }
+          }
+        } else {
+          for (int64_t j = s0; j < hi && j < s0 + S::kSub; ++j) m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
+        }
+        return m;
+      };
       Count cnt = 0;
       if (staged) {
         for (int qi = q0; qi < q1; ++qi) {
@@ -580,21 +597,10 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         cp_async_commit();
         cp_async_wait<0>();  // this thread's copies, read only by it
         for (int qi = q0; qi < q1; ++qi) {
-          const int64_t s0 = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
-          uint32_t m = 0;
-          if (s0 + S::kSub <= hi) {
+          Vec16<T> w[kVps];
 #pragma unroll
-            for (int v = 0; v < kVps; ++v) {
-              Vec16<T> w;
-              w.raw = stage[qi * kVps + v];
-#pragma unroll
-              for (int k = 0; k < kVecElems<T>; ++k) {
-                m |= (floor_tau.reaches(to_float(w.elem[k])) ? 1u : 0u) << (v * kVecElems<T> + k);
-              }
-            }
-          } else {
-            for (int64_t j = s0; j < hi; ++j) m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
-          }
+          for (int v = 0; v < kVps; ++v) w[v].raw = stage[qi * kVps + v];
+          const uint32_t m = sub_mask(lo + static_cast<int64_t>(qlist[qi]) * S::kSub, w);
           qmask[qi] = static_cast<typename S::Mask>(m);
           cnt += __popc(m);
         }
@@ -614,21 +620,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
 #pragma unroll
         for (int u = 0; u < kSelSubBatch; ++u) {
           if (qb + u < q1) {
-            const int64_t s0 = lo + static_cast<int64_t>(qlist[qb + u]) * S::kSub;
-            uint32_t m = 0;
-            if (kVec && s0 + S::kSub <= hi) {
-#pragma unroll
-              for (int v = 0; v < kVps; ++v) {
-#pragma unroll
-                for (int k = 0; k < kVecElems<T>; ++k) {
-                  m |= (floor_tau.reaches(to_float(w[u][v].elem[k])) ? 1u : 0u) << (v * kVecElems<T> + k);
-                }
-              }
-            } else {
-              for (int64_t j = s0; j < hi && j < s0 + S::kSub; ++j) {
-                m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
-              }
-            }
+            const uint32_t m = sub_mask(lo + static_cast<int64_t>(qlist[qb + u]) * S::kSub, w[u]);
             qmask[qb + u] = static_cast<typename S::Mask>(m);
             cnt += __popc(m);
           }
