@@ -1,5 +1,5 @@
-// A warp-specialised topc_select for many rows: a probe, not part of the extension (session
-// 23; bf16 rows of 16-byte aligned stride, one CTA a row, c <= the row's 128-element chunks).
+// A warp-specialised topc_select for many rows: a probe, not part of the extension (sessions
+// 23-24; bf16 rows of 16-byte aligned stride, one CTA a row, c <= the row's 128-element chunks).
 // Persistent CTAs of 512 threads, three an SM: warps 0-11 (384 threads, "producers") stream
 // row k+1 into one of two summaries (per 128-element chunk its max key; per 16-element
 // sub-chunk an 8-bit distance below its chunk's top 16 bits, saturating), while warps 12-15
@@ -15,7 +15,17 @@
 //   nvcc -std=c++17 -O3 -I csrc -I benchmarks -gencode=arch=compute_90a,code=sm_90a \
 //        benchmarks/topc_select_ws_probe.cu -o /tmp/ws_probe && /tmp/ws_probe [ROWS [C [V]]]
 //
-// benchmarks/RESULTS.md (session 23) gives an H200 run.
+// Variants (-D at build; the defaults are the shape above), as measured in session 24:
+//   WS_PROD (384) streaming threads, WS_BLOCKS (3) CTAs an SM, WS_BUFS (2) summaries,
+//   WS_PREGS / WS_CREGS (32 / 64) registers after setmaxnreg, WS_UNROLL (4) stream loads in flight,
+//   WS_BATCH (2) listed sub-chunks re-read at once, WS_NOL1 (0) stream loads not allocated in L1,
+//   WS_STAGE (0) the listed sub-chunks copied into 24 KB of shared memory by cp.async first.
+// Diagnostics: WS_PHASES=1 prints the mean cycles a row of each consumer step (thread 0 of the
+// consumers, clock64) and of the producers' stream; WS_FAKE_L2=1 makes the re-reads read row 0's
+// addresses (L2-resident) instead of the row's -- a timing probe of what the re-reads cost, whose
+// results are wrong by construction.
+//
+// benchmarks/RESULTS.md (sessions 23 and 24) gives the H200 runs.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -35,14 +45,56 @@ using xpress::argmax_pack;
 using xpress::argmax_unpack_index;
 
 namespace ws {
+__device__ unsigned long long g_ph[16];
+#if WS_PHASES
+#define PH_MARK(i) do { const long long t_ = clock64(); if (ph_on) atomicAdd(&g_ph[i], (unsigned long long)(t_ - ph_t)); ph_t = t_; } while (0)
+#else
+#define PH_MARK(i) do {} while (0)
+#endif
 
-constexpr int kProd = 384, kCons = 128, kThreads = kProd + kCons;
+#ifndef WS_PROD
+#define WS_PROD 384
+#endif
+#ifndef WS_BLOCKS
+#define WS_BLOCKS 3
+#endif
+#ifndef WS_BUFS
+#define WS_BUFS 2
+#endif
+#ifndef WS_PREGS
+#define WS_PREGS 32
+#endif
+#ifndef WS_CREGS
+#define WS_CREGS 64
+#endif
+#ifndef WS_UNROLL
+#define WS_UNROLL 4
+#endif
+#ifndef WS_STAGE
+#define WS_STAGE 0
+#endif
+constexpr int kStageSubs = WS_STAGE ? 768 : 0;  // listed sub-chunks the consumers copy into shared memory
+#ifndef WS_NOL1
+#define WS_NOL1 0
+#endif
+#ifndef WS_FAKE_L2
+#define WS_FAKE_L2 0  // 1: the re-reads read row 0's addresses (L2-hot), a timing probe only (results wrong)
+#endif
+#ifndef WS_PHASES
+#define WS_PHASES 0
+#endif
+#ifndef WS_BATCH
+#define WS_BATCH 2
+#endif
+constexpr int kProd = WS_PROD, kCons = 128, kThreads = kProd + kCons;
+constexpr int kBlocks = WS_BLOCKS, kBufs = WS_BUFS, kBatch = WS_BATCH;
+static_assert(WS_PREGS * kProd + WS_CREGS * kCons <= (65536 / (kThreads * kBlocks)) / 8 * 8 * kThreads, "register pool");
 constexpr int kProdWarps = kProd / 32, kConsWarps = kCons / 32;
 constexpr int kChunk = 128, kSubs = 8, kSub = kChunk / kSubs;
 constexpr int kCap = 1024;  // listed sub-chunks / participants the fast path keeps
-constexpr int kUnroll = 4;  // producer loads in flight
+constexpr int kUnroll = WS_UNROLL;  // producer loads in flight
 // Named barriers: 1 consumers, 2 producers, 3 + b summary b full, 5 + b summary b free.
-constexpr int kBarCons = 1, kBarProd = 2, kBarFull = 3, kBarFree = 5;
+constexpr int kBarCons = 1, kBarProd = 2, kBarFull = 3, kBarFree = 3 + kBufs;
 
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) {
@@ -74,7 +126,9 @@ struct Args {
 //   chunk_max[2][chunk_slots] u32 | sub_gap[2][chunk_slots * 8] u8 | cand_key u32[kCap] |
 //   cand_id u32[kCap] | qlist u16[kCap] | qmask u16[kCap] | cand_val T[kCap]
 __host__ __device__ inline size_t smem_bytes(int chunk_slots, int tsize) {
-  return 2 * static_cast<size_t>(chunk_slots) * (4 + kSubs) + kCap * (4 + 4 + 2 + 2) + static_cast<size_t>(kCap) * tsize;
+  const size_t lists = kBufs * static_cast<size_t>(chunk_slots) * (4 + kSubs) + kCap * (4 + 4 + 2 + 2) +
+                       static_cast<size_t>(kCap) * tsize;
+  return (lists + 15) / 16 * 16 + static_cast<size_t>(kStageSubs) * kSub * tsize;
 }
 
 // Exclusive sum over the 128 consumers (ctid), with the total; `red` holds kConsWarps + 1 words
@@ -103,19 +157,20 @@ __device__ __forceinline__ W cons_scan(W v, W* total, W* red, int ctid) {
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_constant__ Args<T> p) {
+__global__ void __launch_bounds__(kThreads, kBlocks) topc_ws_kernel(const __grid_constant__ Args<T> p) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int cs = p.chunk_slots;
   uint32_t* const chunk_max0 = reinterpret_cast<uint32_t*>(smem);  // [2][cs]
-  uint8_t* const sub_gap0 = smem + 2 * static_cast<size_t>(cs) * 4;  // [2][cs * 8]
-  uint32_t* const cand_key = reinterpret_cast<uint32_t*>(sub_gap0 + 2 * static_cast<size_t>(cs) * kSubs);
+  uint8_t* const sub_gap0 = smem + kBufs * static_cast<size_t>(cs) * 4;  // [kBufs][cs * 8]
+  uint32_t* const cand_key = reinterpret_cast<uint32_t*>(sub_gap0 + kBufs * static_cast<size_t>(cs) * kSubs);
   uint32_t* const cand_id = cand_key + kCap;
   uint16_t* const qlist = reinterpret_cast<uint16_t*>(cand_id + kCap);
   uint16_t* const qmask = qlist + kCap;
   T* const cand_val = reinterpret_cast<T*>(qmask + kCap);
+  int4* const stage = reinterpret_cast<int4*>(smem + (reinterpret_cast<uintptr_t>(cand_val + kCap) - reinterpret_cast<uintptr_t>(smem) + 15) / 16 * 16);
   // Per summary: the row's largest key and least chunk maximum (producers' atomics; the
   // consumers read them, then reset them before releasing the summary).
-  __shared__ uint32_t row_max[2], row_cmin[2];
+  __shared__ uint32_t row_max[kBufs], row_cmin[kBufs];
   // Consumers only.
   __shared__ __align__(16) uint32_t hist[2][k::kSelBins];
   __shared__ k::SelThreshold th[2];
@@ -131,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
   const int nchunks = (p.vocab + kChunk - 1) / kChunk;
   const int nvec = p.vocab / kV;
 
-  if (tid < 2) {
+  if (tid < kBufs) {
     row_max[tid] = 0;
     row_cmin[tid] = 0xFFFFFFFFu;
   }
@@ -139,12 +194,17 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
 
   if (tid < kProd) {
     // ================================ producers ================================
-    regs_dec<32>();
+    regs_dec<WS_PREGS>();
     const int lane = tid % 32, warp = tid / 32;
     int kk = 0;
     for (int row = blockIdx.x; row < p.rows; row += gridDim.x, ++kk) {
-      const int b = kk & 1;
-      if (kk >= 2) bar_sync(kBarFree + b, kThreads);  // the consumers released summary b
+      const int b = kk % kBufs;
+#if WS_PHASES
+      const bool ph_on = tid == 0;
+      long long ph_t = clock64();
+#endif
+      if (kk >= kBufs) bar_sync(kBarFree + b, kThreads);  // the consumers released summary b
+      PH_MARK(8);
       uint32_t* const cmax = chunk_max0 + b * cs;
       uint8_t* const gap = sub_gap0 + static_cast<size_t>(b) * cs * kSubs;
       const T* x = p.logits + static_cast<int64_t>(row) * p.ls;
@@ -180,7 +240,11 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int vi = (t0 + u * kProdWarps) * 32 + lane;
+#if WS_NOL1
+          v[u] = vi < nvec ? xpress::kernels::ld_stream16(xs + vi) : make_int4(0, 0, 0, 0);  // not allocated in L1
+#else
           v[u] = vi < nvec ? xs[vi] : make_int4(0, 0, 0, 0);
+#endif
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) take((t0 + u * kProdWarps) * 32 + lane, v[u]);
@@ -227,13 +291,14 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
         }
       }
       __threadfence_block();
+      PH_MARK(9);
       bar_arrive(kBarFull + b, kThreads);
     }
     return;
   }
 
   // ================================ consumers ================================
-  regs_inc<64>();
+  regs_inc<WS_CREGS>();
   const int ctid = tid - kProd;
   const int lane = ctid % 32, cw = ctid / 32;
   // Radix select of the need0 largest kp in [lo0, hi0] over this CTA's items (visit(f): f(key)
@@ -290,8 +355,14 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
   const int my_c0 = min(ctid * cpt, nchunks), my_c1 = min(my_c0 + cpt, nchunks);
   int kk = 0;
   for (int row = blockIdx.x; row < p.rows; row += gridDim.x, ++kk) {
-    const int b = kk & 1;
+    const int b = kk % kBufs;
+#if WS_PHASES
+    const bool ph_on = ctid == 0;
+    long long ph_t = clock64();
+    if (ph_on) atomicAdd(&g_ph[15], 1ull);
+#endif
     bar_sync(kBarFull + b, kThreads);
+    PH_MARK(0);
     const uint32_t* const cmax = chunk_max0 + b * cs;
     const uint8_t* const gap = sub_gap0 + static_cast<size_t>(b) * cs * kSubs;
     const T* x = p.logits + static_cast<int64_t>(row) * p.ls;
@@ -303,6 +374,7 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
                                            for (int i = ctid; i < nchunks; i += kCons) f(cmax[i]);
                                          })
                                 .lo;
+    PH_MARK(1);
     const uint32_t tau = tau_kp << kLastShift, tau16 = tau >> 16;
     // ---- listing: sub-chunks whose top 16 bits can reach tau's -------------------------------
     auto reaching = [&](int ch) -> uint32_t {
@@ -338,43 +410,75 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
       row_cmin[b] = 0xFFFFFFFFu;
     }
     __threadfence_block();
-    if (row + 2 * static_cast<int>(gridDim.x) < p.rows) bar_arrive(kBarFree + b, kThreads);  // the producers wait for it
+    if (row + kBufs * static_cast<int>(gridDim.x) < p.rows) bar_arrive(kBarFree + b, kThreads);  // the producers wait for it
+    PH_MARK(2);
     // ---- participants: re-read the listed sub-chunks, masks, compaction ------------------
+#if WS_FAKE_L2
+    const T* const xr = p.logits;
+#else
+    const T* const xr = x;
+#endif
     const k::SelFloor floor_tau = k::sel_floor(tau);
     const int nq = listed ? static_cast<int>(nq_all) : 0;
     const int qpt = (nq + kCons - 1) / kCons;
     const int q0 = min(ctid * qpt, nq), q1 = min(q0 + qpt, nq);
     constexpr int kVps = kSub / kV;
-    uint32_t cnt = 0;
-    for (int qb = q0; qb < q1; qb += 2) {
-      Vec16<T> w[2][kVps];
+    // The mask of the listed sub-chunk at s0 (bit e: element s0 + e reaches tau), from its vectors w
+    // when it is whole, else element by element from the row.
+    auto sub_mask = [&](int s0, const Vec16<T>* w) -> uint32_t {
+      uint32_t m = 0;
+      if (s0 + kSub <= p.vocab) {
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+        for (int v = 0; v < kVps; ++v) {
+#pragma unroll
+          for (int e = 0; e < kV; ++e) m |= (floor_tau.reaches(to_float(w[v].elem[e])) ? 1u : 0u) << (v * kV + e);
+        }
+      } else {
+        for (int j = s0; j < p.vocab; ++j) m |= (floor_tau.reaches(to_float(xr[j])) ? 1u : 0u) << (j - s0);
+      }
+      return m;
+    };
+    uint32_t cnt = 0;
+    const bool staged = nq <= kStageSubs;  // the same in every consumer
+    if (staged) {  // this consumer's listed sub-chunks copied at once; read back only by it
+      for (int qi = q0; qi < q1; ++qi) {
+        const int s0 = static_cast<int>(qlist[qi]) * kSub;
+        if (s0 + kSub <= p.vocab) {
+#pragma unroll
+          for (int v = 0; v < kVps; ++v) xpress::kernels::cp_async16(stage + qi * kVps + v, xr + s0 + v * kV, 16);
+        }
+      }
+      xpress::kernels::cp_async_commit();
+      xpress::kernels::cp_async_wait<0>();
+      for (int qi = q0; qi < q1; ++qi) {
+        Vec16<T> w[kVps];
+#pragma unroll
+        for (int v = 0; v < kVps; ++v) w[v].raw = stage[qi * kVps + v];
+        const uint32_t m = sub_mask(static_cast<int>(qlist[qi]) * kSub, w);
+        qmask[qi] = static_cast<uint16_t>(m);
+        cnt += __popc(m);
+      }
+    }
+    for (int qb = staged ? q1 : q0; qb < q1; qb += kBatch) {
+      Vec16<T> w[kBatch][kVps];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
         const int s0 = static_cast<int>(qlist[qb + u < q1 ? qb + u : q0]) * kSub;
         if (qb + u < q1 && s0 + kSub <= p.vocab) {
 #pragma unroll
-          for (int v = 0; v < kVps; ++v) w[u][v].raw = *reinterpret_cast<const int4*>(x + s0 + v * kV);
+          for (int v = 0; v < kVps; ++v) w[u][v].raw = *reinterpret_cast<const int4*>(xr + s0 + v * kV);
         }
       }
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < kBatch; ++u) {
         if (qb + u < q1) {
-          const int s0 = static_cast<int>(qlist[qb + u]) * kSub;
-          uint32_t m = 0;
-          if (s0 + kSub <= p.vocab) {
-#pragma unroll
-            for (int v = 0; v < kVps; ++v) {
-#pragma unroll
-              for (int e = 0; e < kV; ++e) m |= (floor_tau.reaches(to_float(w[u][v].elem[e])) ? 1u : 0u) << (v * kV + e);
-            }
-          } else {
-            for (int j = s0; j < p.vocab; ++j) m |= (floor_tau.reaches(to_float(x[j])) ? 1u : 0u) << (j - s0);
-          }
+          const uint32_t m = sub_mask(static_cast<int>(qlist[qb + u]) * kSub, w[u]);
           qmask[qb + u] = static_cast<uint16_t>(m);
           cnt += __popc(m);
         }
       }
     }
+    PH_MARK(3);
     uint32_t total;
     const uint32_t base = cons_scan(cnt, &total, red32, ctid);
     const bool fast = listed && total <= static_cast<uint32_t>(kCap);
@@ -384,9 +488,12 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
       uint32_t pos = base;
       for (int qi = q0; qi < q1; ++qi) {
         const int s = static_cast<int>(qlist[qi]) * kSub;
+        const bool from_stage = staged && s + kSub <= p.vocab;
+        const T* const st = reinterpret_cast<const T*>(stage + qi * kVps);
         for (uint32_t m = qmask[qi]; m != 0; m &= m - 1) {
-          const int j = s + __ffs(m) - 1;
-          const T v = x[j];
+          const int e = __ffs(m) - 1;
+          const int j = s + e;
+          const T v = from_stage ? st[e] : xr[j];
           cand_key[pos] = k::sel_key(v);
           cand_id[pos] = static_cast<uint32_t>(j);
           cand_val[pos] = v;
@@ -395,6 +502,7 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
       }
       bar_sync(kBarCons, kCons);
     }
+    PH_MARK(4);
     // ---- the exact top c ------------------------------------------------------------------
     const int ppt = (npart + kCons - 1) / kCons;
     const int p0 = min(ctid * ppt, npart), p1 = min(p0 + ppt, npart);
@@ -413,6 +521,7 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
                             })
              : radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, 0,
                             [&](auto&& f) { row_items([&](uint32_t key, int, T) { f(key); }); });
+    PH_MARK(5);
     auto ordered = [&](auto&& f) {
       if (fast) {
         for (int i = p0; i < p1; ++i) f(cand_key[i], static_cast<int>(cand_id[i]), cand_val[i]);
@@ -454,6 +563,7 @@ __global__ void __launch_bounds__(kThreads, 3) topc_ws_kernel(const __grid_const
     });
     if (p.blk != nullptr && ctid == 0) p.blk[static_cast<int64_t>(row) * p.bs + 1] = argmax_unpack_index(best_sh);
     bar_sync(kBarCons, kCons);  // lists and best_sh are free for the next row
+    PH_MARK(6);
   }
 }
 
@@ -520,6 +630,15 @@ int main(int argc, char** argv) {
       if (hi[i] != want[i] || gb != wb) ++bad;
     }
   }
+#if WS_PHASES
+  {
+    unsigned long long h[16];
+    CK(cudaMemcpyFromSymbol(h, ws::g_ph, sizeof(h)));
+    const double n = h[15] ? double(h[15]) : 1.0;
+    std::printf("phases (cycles/row, consumer ctid0): wait %.0f tau %.0f list %.0f reread %.0f compact %.0f select %.0f out %.0f | producer: waitfree %.0f stream %.0f\n",
+                h[0]/n, h[1]/n, h[2]/n, h[3]/n, h[4]/n, h[5]/n, h[6]/n, h[8]/n, h[9]/n);
+  }
+#endif
   std::printf("[ws %d/SM, %zu B smem, grid %d] rows=%d c=%d V=%d: %.1f us (median), graph %.2f us, %d wrong\n", per_sm, smem,
               grid, rows, c, V, tm.single_us, tm.graph_us, bad);
   {  // the production kernel's narrow shape on the same rows (one CTA a row), for comparison
