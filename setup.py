@@ -5,7 +5,9 @@
 #
 # Environment:
 #   XPRESS_EXT_CPU_ONLY=1     build the CPU implementations only
-#   TORCH_CUDA_ARCH_LIST      CUDA targets (default "9.0", the H100/H200)
+#   TORCH_CUDA_ARCH_LIST      CUDA targets (default "9.0a", the H100/H200 with their warpgroup
+#                             MMA and TMA: the many-row readout kernel needs it; a list without
+#                             9.0a builds everything else and takes the GEMM + add_argmax path)
 #   MAX_JOBS                  parallel compile jobs (torch's ninja backend)
 #   XPRESS_EXT_DEBUG=1        host code built -O0 -g (the CUDA kernels stay -O3)
 import glob
@@ -30,6 +32,14 @@ def _want_cuda() -> bool:
     return torch.version.cuda is not None and CUDA_HOME is not None
 
 
+def _write_build_config(cuda: bool, wgmma: bool) -> None:
+    """xpress_ext/_build_config.py: what this build holds, for the tests (not tracked)."""
+    with open(os.path.join(ROOT, "xpress_ext", "_build_config.py"), "w") as f:
+        f.write("# Written by setup.py for the build in this tree (not tracked).\n")
+        f.write(f"CUDA = {cuda}\n")
+        f.write(f"WGMMA = {wgmma}  # readout_argmax_to_blk's many-row kernel (sm_90a) is built\n")
+
+
 def _extension():
     debug = os.environ.get("XPRESS_EXT_DEBUG", "0") not in ("", "0")
     opt = ["-O0", "-g"] if debug else ["-O3"]
@@ -39,14 +49,18 @@ def _extension():
     sources = rel("csrc/*.cpp") + rel("csrc/cpu/*.cpp")
     cxx = opt + ["-std=c++17"]
     if not _want_cuda():
+        _write_build_config(False, False)
         return CppExtension(
             "xpress_ext._C",
             sources,
             extra_compile_args={"cxx": cxx},
             py_limited_api=True,
         )
-    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
-    nvcc = [
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0a")
+    archs = os.environ["TORCH_CUDA_ARCH_LIST"].replace(";", " ").split()
+    wgmma = ["-DXPRESS_EXT_WGMMA=1"] if any(a.startswith("9.0a") for a in archs) else []
+    _write_build_config(True, bool(wgmma))
+    nvcc = wgmma + [
         "-O3",
         "-std=c++17",
         "-lineinfo",

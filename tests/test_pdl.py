@@ -213,7 +213,8 @@ def test_every_kernel_waits_before_it_touches_memory():
     one exception is latent_pass_kernel with prefetch_weights (the caller's promise that no
     kernel before it writes the weights): before its wait it issues only the weight copies; and
     likewise readout_argmax_partial_kernel with prefetch_weights, whose loads before its wait
-    read only w2 and base."""
+    read only w2 and base, and readout_argmax_gemm_kernel with it, whose producer's TMA copies
+    read only w2 and base (through their tensor maps) while the consumers wait before lat."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
         for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\([^{]*\)\s*\{\n((?:[^\n]*\n){5})",
@@ -232,6 +233,14 @@ def test_every_kernel_waits_before_it_touches_memory():
     assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"w2", "w2_s", "V", "base", "rows", "bm1", "base_sn", "base_sb",
                                                         "prefetch", "reverse"}, pre_wait
     assert "p.lat" not in pre_wait and "p.partial" not in pre_wait and "p.blk" not in pre_wait
+    assert kernels.pop("readout_argmax_gemm_kernel")[0] == "if (!g.a.prefetch) grid_dependency_sync();  // see below"
+    gemm = (CSRC / "kernels" / "readout_gemm.cuh").read_text()
+    body = gemm[gemm.index("if (!g.a.prefetch) grid_dependency_sync();"):]
+    pre_wait = body[:body.index("\n  grid_dependency_sync();")]  # the consumers' wait, before lat
+    assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"reverse", "prefetch", "bm1", "rows"}, pre_wait
+    assert set(re.findall(r"\bg\.(\w+)", pre_wait)) <= {"a", "tiles", "nb", "w2_map", "base_map"}, pre_wait
+    assert re.findall(r"tma_load_\dd\([^;]*\);", pre_wait) and "ld_" not in pre_wait and "cp_async" not in pre_wait
+    assert "p.lat" in body[len(pre_wait):] and "p.partial" in body[len(pre_wait):]
     # the top-C argmax kernels: one of the two waits, chosen by the launcher's row rule
     either = ["if (p.trigger_first) {  // before any global access (common.cuh)",
               "grid_dependency_sync_trigger_first();", "} else {", "grid_dependency_sync();", "}"]

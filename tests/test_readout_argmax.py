@@ -2,7 +2,8 @@
 
 Exact ids against the reference (torch's GEMM in the dtype, then add_argmax's rule) on inputs
 whose dot products are exact in fp32 (small integers), so every summation order gives the same
-bias: ties, NaN, -inf, strided views, the fused CUDA kernels and the GEMM fallback.  On random
+bias: ties, NaN, -inf, strided views, the fused CUDA kernels (16 rows; the warpgroup-MMA GEMM past
+that on an sm_90a build) and the GEMM + add_argmax fallback.  On random
 inputs the CUDA kernel's tensor-core order may round a bias differently from cuBLAS, so ids may
 differ from the reference only where its scores are within rounding of each other."""
 
@@ -12,6 +13,7 @@ from xpress_testing import (
     DEVICES,
     DTYPE_IDS,
     DTYPES,
+    READOUT_GEMM,
     SANITIZE,
     blk_with_sentinel,
     cuda_kernels_run,
@@ -23,6 +25,7 @@ import xpress_ext
 from xpress_ext import reference as ref
 
 FUSED = "readout_argmax_partial_kernel"
+GEMM = "readout_argmax_gemm_kernel"
 
 
 def exact_inputs(N, B, V, R, dtype, device, seed, base_levels=7):
@@ -53,11 +56,18 @@ def expect(base, lat, w2, N, B):
 SHAPES = [(1, 16, 4096, 256), (2, 16, 1000, 256), (4, 16, 1032, 256), (5, 16, 700, 256),
           (3, 8, 520, 128), (2, 4, 300, 64), (3, 5, 77, 256), (6, 2, 640, 256), (4, 5, 1032, 128),
           (1, 16, 40000, 256), (1, 16, 40000, 128)]
+# The warpgroup-MMA kernel's m-blocks (nb = 128 // (B-1) whole n's a CTA): 480 rows in four with
+# a 64-row W2 tile cut at V (4,104 = 64 * 64 + 8), 135 rows in two (8 n's + 1), B-1 = 128 / 127
+# (one n a CTA: 3 full 128-row blocks, 2 of 127), B-1 = 1 (128 n's a CTA, 200 rows), 600 rows in
+# five with fewer W2 tiles (9) than a full grid's splits, and B-1 = 129 (more than a CTA's rows:
+# the fallback).
+GEMM_SHAPES = [(32, 16, 4104, 256), (9, 16, 1032, 256), (3, 129, 520, 128), (2, 128, 520, 256),
+               (200, 2, 1032, 256), (40, 16, 520, 256), (1, 130, 520, 256)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("N,B,V,R", SHAPES)
+@pytest.mark.parametrize("N,B,V,R", SHAPES + GEMM_SHAPES)
 def test_exact_parity(device, dtype, N, B, V, R):
     base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, N * V + R)
     got = run(base, lat, w2, N, B)
@@ -66,9 +76,9 @@ def test_exact_parity(device, dtype, N, B, V, R):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("N,B,V,R", [(1, 16, 4096, 256), (4, 16, 1032, 256), (5, 16, 700, 256)])
+@pytest.mark.parametrize("N,B,V,R", [(1, 16, 4096, 256), (4, 16, 1032, 256), (5, 16, 700, 256), (32, 16, 4104, 256)])
 def test_prefetch_weights_same_ids(device, N, B, V, R):
-    """prefetch_weights only moves the fused kernel's first W2 / base copies before its wait."""
+    """prefetch_weights only moves the fused kernels' first W2 / base copies before their wait."""
     base, lat, w2 = exact_inputs(N, B, V, R, torch.bfloat16, device, 17)
     blk = blk_with_sentinel(N, B, device)
     xpress_ext.readout_argmax_to_blk(base, lat, w2, blk, prefetch_weights=True)
@@ -76,10 +86,11 @@ def test_prefetch_weights_same_ids(device, N, B, V, R):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("N,B,V,R", [(1, 16, 40000, 256), (1, 16, 4096, 128), (4, 5, 1000, 256), (4, 16, 1032, 256)])
+@pytest.mark.parametrize("N,B,V,R", [(1, 16, 40000, 256), (1, 16, 4096, 128), (4, 5, 1000, 256), (4, 16, 1032, 256),
+                                     (32, 16, 4104, 256)])
 def test_reverse_same_ids(device, N, B, V, R):
-    """reverse only changes the order the fused kernel walks W2 in (the last tiles first): same
-    ids, with and without the prefetch, fused (15 / 16 rows) and on the GEMM path (60 rows)."""
+    """reverse only changes the order the fused kernels walk W2 in (the last tiles first): same
+    ids, with and without the prefetch, fused (15 / 16 rows) and past 16 rows (60, 480)."""
     base, lat, w2 = exact_inputs(N, B, V, R, torch.bfloat16, device, 23, base_levels=2)
     want = expect(base, lat, w2, N, B)
     for prefetch in (False, True):
@@ -109,9 +120,10 @@ def test_nan_inf_and_ties(device, dtype):
 
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("N", [1, 4])
+@pytest.mark.parametrize("N", [1, 4, 32])
 def test_random_inputs_differ_only_at_near_ties(dtype, N):
-    """Random lat / w2 at the head's shape (N = 1: the fused kernel; N = 4: the GEMM path):
+    """Random lat / w2 at the head's shape (N = 1: the 16-row kernel; N = 4 and 32: the
+    warpgroup-MMA kernel on an sm_90a build, else the GEMM + add_argmax path):
     wherever the op's id differs from the reference's (cuBLAS's bias), the two ids' reference
     scores are within two of the dtype's rounding steps."""
     B, V, R = 16, 151_936, 256
@@ -131,29 +143,38 @@ def test_random_inputs_differ_only_at_near_ties(dtype, N):
 
 @needs_cuda
 def test_which_kernels_run(monkeypatch):
-    """The fused kernels for 16-bit rows of R = 128 / 256 up to 16 rows with aligned rows; the GEMM
-    and add_argmax otherwise (fp32, 17+ rows, R = 64, V off 8 elements, XPRESS_EXT_READOUT=split),
-    with the same ids."""
-    cases = [((1, 16, 512, 256), torch.bfloat16, True), ((1, 16, 512, 128), torch.float16, True),
-             ((4, 5, 512, 256), torch.bfloat16, True), ((2, 16, 512, 256), torch.bfloat16, False),
-             ((5, 16, 512, 256), torch.bfloat16, False), ((1, 16, 512, 256), torch.float32, False),
-             ((1, 16, 512, 64), torch.bfloat16, False), ((1, 16, 516, 256), torch.bfloat16, False)]
-    for (N, B, V, R), dtype, fused in cases:
+    """The 16-row kernel for 16-bit rows of R = 128 / 256 up to 16 rows with aligned rows; past 16
+    rows (B-1 <= 128) the warpgroup-MMA kernel on an sm_90a build running on compute capability
+    9.0; the GEMM and add_argmax otherwise (fp32, R = 64, V off 8 elements, B-1 = 129, a build
+    without sm_90a, XPRESS_EXT_READOUT=split), with the same ids."""
+    small, many, neither = "small", "many", "neither"
+    cases = [((1, 16, 512, 256), torch.bfloat16, small), ((1, 16, 512, 128), torch.float16, small),
+             ((4, 5, 512, 256), torch.bfloat16, small), ((2, 16, 512, 256), torch.bfloat16, many),
+             ((5, 16, 512, 256), torch.bfloat16, many), ((3, 8, 512, 128), torch.float16, many),
+             ((1, 130, 512, 256), torch.bfloat16, neither), ((1, 16, 512, 256), torch.float32, neither),
+             ((1, 16, 512, 64), torch.bfloat16, neither), ((1, 16, 516, 256), torch.bfloat16, neither),
+             ((2, 16, 516, 256), torch.bfloat16, neither)]
+    for (N, B, V, R), dtype, path in cases:
         base, lat, w2 = exact_inputs(N, B, V, R, dtype, "cuda", V + R)
         got, names = cuda_kernels_run(lambda: run(base, lat, w2, N, B))
         assert torch.equal(got, expect(base, lat, w2, N, B))
         if names is not None:
-            assert any(FUSED in n for n in names) == fused, (N, B, V, R, dtype, names)
-            assert any("add_argmax_kernel" in n for n in names) == (not fused), names
+            gemm = path == many and READOUT_GEMM
+            assert any(FUSED in n for n in names) == (path == small), (N, B, V, R, dtype, names)
+            assert any(GEMM in n for n in names) == gemm, (N, B, V, R, dtype, names)
+            assert any("add_argmax_kernel" in n for n in names) == (path != small and not gemm), names
     monkeypatch.setenv("XPRESS_EXT_READOUT", "split")
-    base, lat, w2 = exact_inputs(1, 16, 512, 256, torch.bfloat16, "cuda", 3)
-    got, names = cuda_kernels_run(lambda: run(base, lat, w2, 1, 16))
-    assert torch.equal(got, expect(base, lat, w2, 1, 16))
-    if names is not None:
-        assert not any(FUSED in n for n in names), names
+    for N in (1, 4):
+        base, lat, w2 = exact_inputs(N, 16, 512, 256, torch.bfloat16, "cuda", 3)
+        got, names = cuda_kernels_run(lambda: run(base, lat, w2, N, 16))
+        assert torch.equal(got, expect(base, lat, w2, N, 16))
+        if names is not None:
+            assert not any(FUSED in n or GEMM in n for n in names), names
     monkeypatch.setenv("XPRESS_EXT_READOUT", "fast")
-    with pytest.raises(ValueError, match="XPRESS_EXT_READOUT must be fused or split, got 'fast'"):
-        run(base, lat, w2, 1, 16)
+    for N in (1, 4):
+        base, lat, w2 = exact_inputs(N, 16, 512, 256, torch.bfloat16, "cuda", 3)
+        with pytest.raises(ValueError, match="XPRESS_EXT_READOUT must be fused or split, got 'fast'"):
+            run(base, lat, w2, N, 16)
 
 
 def check_strided_views(device, N):
@@ -171,24 +192,31 @@ def check_strided_views(device, N):
     assert torch.equal(got, want), N
     if names is not None:
         assert any(FUSED in n for n in names) == (N * (B - 1) <= 16), (N, names)
+        assert any(GEMM in n for n in names) == (N * (B - 1) > 16 and READOUT_GEMM), (N, names)
     scratch = torch.full((40, V), 5.0, dtype=dtype, device=device)
     assert torch.equal(run(base3, lat, w2, N, B, bias=scratch[: N * (B - 1)]), want), N
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_strided_views_and_bias_scratch(device):
+def test_strided_views_and_bias_scratch(device, monkeypatch):
     """Row-padded w2 and lat views, a 2-D base with padded rows, a caller's bias scratch (a view of
-    a larger buffer, as the head passes it): same ids, at 15 rows (on CUDA the fused kernel, which
-    must honour every stride) and at 30 (the GEMM path); on the GEMM path the scratch holds the
-    readout."""
+    a larger buffer, as the head passes it): same ids, at 15 rows (on CUDA the 16-row kernel, which
+    must honour every stride) and at 30 (the warpgroup-MMA kernel where built, else the GEMM
+    path); on the GEMM path the scratch holds the readout, and only its rows are written; the
+    warpgroup-MMA kernel leaves it untouched."""
     for N in (1, 2):
         check_strided_views(device, N)
     V, R, dtype = 520, 256, torch.bfloat16
-    big = exact_inputs(5, 16, V, R, dtype, device, 22)  # 75 rows: the GEMM path, into the scratch
-    scratch = torch.full((80, V), 5.0, dtype=dtype, device=device)
+    big = exact_inputs(5, 16, V, R, dtype, device, 22)  # 75 rows
+    untouched = torch.full((80, V), 5.0, dtype=dtype, device=device)
+    scratch = untouched.clone()
+    assert torch.equal(run(*big, 5, 16, bias=scratch[:75]), expect(*big, 5, 16))
+    if device == "cuda" and READOUT_GEMM:
+        assert torch.equal(scratch, untouched)
+    monkeypatch.setenv("XPRESS_EXT_READOUT", "split")
     assert torch.equal(run(*big, 5, 16, bias=scratch[:75]), expect(*big, 5, 16))
     assert torch.equal(scratch[:75], big[1].reshape(75, R) @ big[2].t())
-    assert torch.equal(scratch[75:], torch.full((5, V), 5.0, dtype=dtype, device=device))
+    assert torch.equal(scratch[75:], untouched[75:])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -232,9 +260,9 @@ def test_opcheck(device):
 @needs_cuda
 @pytest.mark.skipif(SANITIZE, reason="graph capture: the sanitize script runs it with the caching allocator on")
 def test_cuda_graph_replay_with_new_inputs():
-    """Captured once at the head's shape (N = 1 fused, N = 4 the GEMM path) and replayed with new
-    base / lat."""
-    for N in (1, 4):
+    """Captured once at the head's shape (N = 1 the 16-row kernel, N = 4 and 32 past 16 rows) and
+    replayed with new base / lat."""
+    for N in (1, 4, 32):
         B, V, R, dtype = 16, 151_936, 256, torch.bfloat16
         base, lat, w2 = exact_inputs(N, B, V, R, dtype, "cuda", 30 + N)
         blk = blk_with_sentinel(N, B, "cuda")

@@ -18,6 +18,16 @@ DTYPE_IDS = ["bf16", "fp16", "fp32"]
 # The canonical vocabulary; under compute-sanitizer (scripts/sanitize.sh sets
 # XPRESS_EXT_SANITIZE=1) a smaller one that still splits rows over clusters.
 SANITIZE = os.environ.get("XPRESS_EXT_SANITIZE") == "1"
+
+try:  # written by setup.py (absent in a tree built before it wrote one)
+    from xpress_ext import _build_config as _BUILD
+
+    BUILT_WGMMA = bool(_BUILD.WGMMA)
+except ImportError:
+    BUILT_WGMMA = False
+# readout_argmax_to_blk runs its warpgroup-MMA kernel past 16 rows: an sm_90a build on a GPU of
+# compute capability 9.0.
+READOUT_GEMM = BUILT_WGMMA and HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
 V_FULL = 40_000 if SANITIZE else 151_936
 
 

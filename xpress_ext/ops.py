@@ -58,17 +58,20 @@ def readout_argmax_to_blk(
     read in place), lat [rows, R] or [N, B-1, R], w2 [V, R], all one dtype.  Each dot product is
     an fp32 sum rounded once to the dtype, in the order of the implementation (like two GEMMs,
     two implementations can differ in a bias's last bit).  On CUDA, 16-bit rows with R = 128 or
-    256 and at most 16 rows (N = 1 at B = 16) run fused (W2 streamed once, the [rows, V] bias never stored); other
-    calls run the readout as one GEMM into ``bias`` ([rows, V] scratch, else a new tensor) and
-    then ``add_argmax_to_blk``.
+    256, 16-byte-aligned rows and V a multiple of 8 run fused (W2 streamed, the [rows, V] bias
+    never stored): up to 16 rows (N = 1 at B = 16) in a GEMV-shaped kernel; past 16 rows, with B-1
+    <= 128, in a warpgroup-MMA kernel fed by TMA when the build holds sm_90a (the default) and the
+    GPU is of compute capability 9.0.  Other calls run the readout as one GEMM into ``bias``
+    ([rows, V] scratch, else a new tensor) and then ``add_argmax_to_blk``; the fused kernels
+    leave ``bias`` untouched.
 
-    ``prefetch_weights`` lets the fused kernel copy its first tiles of ``w2`` and ``base`` before
-    it waits for the kernels ahead of it on the stream (programmatic dependent launch), so the
+    ``prefetch_weights`` lets the fused kernels copy their first tiles of ``w2`` and ``base`` before
+    they wait for the kernels ahead of them on the stream (programmatic dependent launch), so the
     copies overlap them.  Pass True only when no kernel queued before this one writes ``w2`` or
     ``base`` -- as in XPressRefinerHead, where both are constant over a draft step.  Same ids
     either way; the CPU and the GEMM path ignore it.
 
-    ``reverse`` makes the fused kernel walk W2 from its last rows (same ids: the row's best does
+    ``reverse`` makes the fused kernels walk W2 from its last rows (same ids: the row's best does
     not depend on the order).  XPressRefinerHead alternates it over a step's passes, so each pass
     starts on the rows the pass before read last, which L2 may still hold."""
     _ops.readout_argmax_to_blk.default(base, lat, w2, blk, bias, prefetch_weights, reverse)

@@ -24,7 +24,7 @@
 #include "../kernels/topc_select.cuh"
 #include "../kernels/gather_rows.cuh"
 #include "../kernels/gather_gemv.cuh"
-#include "../kernels/readout_argmax.cuh"
+#include "../kernels/readout_gemm.cuh"  // includes readout_argmax.cuh
 #include "../ops.h"
 #include "launch.h"
 
@@ -421,16 +421,34 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 // ---------------------------------------------------------------------------------------------
 // readout_argmax_to_blk
 
-// The fused kernels (readout_argmax.cuh) take 16-bit rows of R = 128 or 256, at most 16 rows,
-// 16-byte-aligned rows of base and w2 and V a multiple of 8; anything else (and
-// XPRESS_EXT_READOUT=split, for A/B runs and tests; read per call) is the readout as one GEMM
-// into `bias` (the caller's scratch, else a new tensor) and then add_argmax.  Measured on the
-// H200 (benchmarks/RESULTS.md): the fused call takes 27.0-27.6 µs at N = 1 (session 20; the
-// split one ~30.6), and the full draft step there gains more (no bias round trip, one launch
-// fewer, the prefetch, the head's alternating walk); builds that also fused two and four
-// m-tiles were slower at N = 2 and 4 (session 19: 38.8 / 64.3 against 33.9 / 39.0 µs;
-// session 20's swapped-role kernel 45.7-60.0 µs at 30 / 60 rows).
-// The first kernel runs a CTA per SM (fewer when V has fewer 8-row tiles than the SMs' warps).
+// Three ways, by shape (XPRESS_EXT_READOUT=split forces the last, for A/B runs and tests; read
+// per call):
+//   - up to 16 rows (N = 1 at B = 16): the 16-row kernel of readout_argmax.cuh, a GEMV-shaped
+//     stream of W2 with the rows' lat as MMA fragments;
+//   - 17+ rows on an sm_90a build running on compute capability 9.0 (XPRESS_EXT_WGMMA, see
+//     setup.py), B-1 <= 128: the warpgroup-MMA GEMM of readout_gemm.cuh, TMA-fed;
+//   - anything else: the readout as one GEMM into `bias` (the caller's scratch, else a new
+//     tensor) and then add_argmax.
+// Both fused paths take 16-bit rows of R = 128 or 256, 16-byte-aligned rows of base and w2 and V
+// a multiple of 8.  Measured on the H200 (benchmarks/RESULTS.md): the 16-row kernel takes
+// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6); the GEMM kernel 90.5 µs at N = 32
+// (480 rows) in benchmarks/readout_gemm_harness.cu against ~148 for the split path in the
+// session's table (session 25), and 27.5 at 15 rows, where the 16-row kernel's 26.0 stays.
+
+// The GEMM kernel's grid: m-blocks of nb = floor(128 / (B-1)) whole n's, and as many vocab
+// splits as fill the SMs once (at most one per 64-row W2 tile).
+struct ReadoutGemmGrid {
+  int nb, mblocks, splits;
+};
+
+ReadoutGemmGrid readout_gemm_grid(int64_t N, int64_t Bm1, int64_t V, int sms) {
+  ReadoutGemmGrid g{};
+  g.nb = static_cast<int>(k::kGemmRows / Bm1);
+  g.mblocks = static_cast<int>((N + g.nb - 1) / g.nb);
+  const int64_t tiles = (V + k::kGemmTileV - 1) / k::kGemmTileV;
+  g.splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(sms / g.mblocks, tiles)));
+  return g;
+}
 
 template <typename T>
 void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
@@ -438,46 +456,70 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
   const int device = blk.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.a.N * d.a.Bm1;
-  const bool fused = sizeof(T) == 2 && rows <= k::kReadoutMaxRows && (d.R == 256 || d.R == 128) &&
-                     d.a.V % k::kVecElems<T> == 0 && rows_vectorizable(base, {d.a.base.sn, d.a.base.sb}) &&
-                     rows_vectorizable(w2, {w2.stride(0)}) &&
-                     env_choice("XPRESS_EXT_READOUT", {"fused", "split"}, 0) == 0;
-  if (!fused) {
-    at::Tensor out = bias.has_value() ? *bias : at::empty({rows, d.a.V}, base.options());
-    at::mm_out(out, lat.reshape({rows, d.R}), w2.t());
-    AddArgmaxDims ad = d.a;
-    ad.bias = {out.stride(0) * d.a.Bm1, out.stride(0)};
-    launch_add_argmax<T>(ad, base, out, blk);
-    return;
-  }
+  const bool fusable = sizeof(T) == 2 && (d.R == 256 || d.R == 128) && d.a.V % k::kVecElems<T> == 0 &&
+                       rows_vectorizable(base, {d.a.base.sn, d.a.base.sb}) && rows_vectorizable(w2, {w2.stride(0)}) &&
+                       env_choice("XPRESS_EXT_READOUT", {"fused", "split"}, 0) == 0;
+  const bool small = fusable && rows <= k::kReadoutMaxRows;
+#ifdef XPRESS_EXT_WGMMA
+  const bool gemm = fusable && !small && d.a.Bm1 <= k::kGemmRows && prop->major == 9 && prop->minor == 0 &&
+                    d.a.N <= 65535 * static_cast<int64_t>(k::kGemmRows / d.a.Bm1);
+#else
+  const bool gemm = false;
+#endif
   if constexpr (sizeof(T) == 2) {  // the tensor-core kernels exist for 16-bit types only
-    k::ReadoutArgs<T> a{};
-    a.base = cptr<T>(base);
-    a.base_sn = d.a.base.sn;
-    a.base_sb = d.a.base.sb;
-    a.lat = cptr<T>(lat);
-    a.lat_sn = d.a.bias.sn;
-    a.lat_sb = d.a.bias.sb;
-    a.w2 = cptr<T>(w2);
-    a.w2_s = w2.stride(0);
-    a.blk = mptr<int64_t>(blk);
-    a.blk_sn = blk.stride(0);
-    a.blk_sb = blk.stride(1);
-    a.rows = static_cast<int>(rows);
-    a.bm1 = static_cast<int>(d.a.Bm1);
-    a.R = static_cast<int>(d.R);
-    a.V = d.a.V;
-    a.prefetch = prefetch_weights;
-    a.reverse = reverse;
-    const int parts = static_cast<int>(std::min<int64_t>((d.a.V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, prop->multiProcessorCount));
-    at::Tensor partial = at::empty({rows, parts}, blk.options());
-    a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
-    const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
-    const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;
-    launch_kernel(kernel, dim3(static_cast<unsigned>(parts)), dim3(k::kReadoutThreads), k::readout_smem_bytes(a.R, sizeof(T)), stream, 1, a);
-    launch_kernel(k::readout_argmax_reduce_kernel<T>, dim3(static_cast<unsigned>((rows + k::kReadoutWarps - 1) / k::kReadoutWarps)),
-                  dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
+    if (small || gemm) {
+      k::ReadoutArgs<T> a{};
+      a.base = cptr<T>(base);
+      a.base_sn = d.a.base.sn;
+      a.base_sb = d.a.base.sb;
+      a.lat = cptr<T>(lat);
+      a.lat_sn = d.a.bias.sn;
+      a.lat_sb = d.a.bias.sb;
+      a.w2 = cptr<T>(w2);
+      a.w2_s = w2.stride(0);
+      a.blk = mptr<int64_t>(blk);
+      a.blk_sn = blk.stride(0);
+      a.blk_sb = blk.stride(1);
+      a.rows = static_cast<int>(rows);
+      a.bm1 = static_cast<int>(d.a.Bm1);
+      a.R = static_cast<int>(d.R);
+      a.V = d.a.V;
+      a.prefetch = prefetch_weights;
+      a.reverse = reverse;
+      const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
+      const dim3 red_grid(static_cast<unsigned>((rows + k::kReadoutWarps - 1) / k::kReadoutWarps));
+      if (small) {
+        const int parts = static_cast<int>(std::min<int64_t>((d.a.V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, prop->multiProcessorCount));
+        at::Tensor partial = at::empty({rows, parts}, blk.options());
+        a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
+        const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;
+        launch_kernel(kernel, dim3(static_cast<unsigned>(parts)), dim3(k::kReadoutThreads), k::readout_smem_bytes(a.R, sizeof(T)), stream, 1, a);
+        launch_kernel(k::readout_argmax_reduce_kernel<T>, red_grid, dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
+        return;
+      }
+      const ReadoutGemmGrid grid = readout_gemm_grid(d.a.N, d.a.Bm1, d.a.V, prop->multiProcessorCount);
+      k::ReadoutGemmArgs<T> g{};
+      g.a = a;
+      g.tiles = (d.a.V + k::kGemmTileV - 1) / k::kGemmTileV;
+      g.nb = grid.nb;
+      if (k::encode_readout_gemm_maps(g, d.a.N)) {
+        at::Tensor partial = at::empty({rows, grid.splits}, blk.options());
+        g.a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
+        const auto kernel = a.R == 256 ? k::readout_argmax_gemm_kernel<T, 16> : k::readout_argmax_gemm_kernel<T, 8>;
+        allow_max_smem(kernel, device);
+        launch_kernel(kernel, dim3(static_cast<unsigned>(grid.splits), static_cast<unsigned>(grid.mblocks)), dim3(k::kGemmThreads),
+                      k::gemm_smem_bytes(a.R), stream, 1, g);
+        launch_kernel(k::readout_argmax_reduce_kernel<T>, red_grid, dim3(k::kReadoutThreads), 0, stream, 1, g.a, grid.splits);
+        return;
+      }
+      // The driver refused a tensor map (strides TMA cannot express): the split path below.
+    }
   }
+  at::Tensor out = bias.has_value() ? *bias : at::empty({rows, d.a.V}, base.options());
+  at::mm_out(out, lat.reshape({rows, d.R}), w2.t());
+  AddArgmaxDims ad = d.a;
+  ad.bias = {out.stride(0) * d.a.Bm1, out.stride(0)};
+  launch_add_argmax<T>(ad, base, out, blk);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,369 @@
+// Readout + add + argmax over the whole vocabulary for many rows (readout_argmax_to_blk past
+// one 16-row tile), as a GEMM whose [rows, V] product is never stored:
+//   blk[n, 1 + b] = argmax_v dtype(base[r, v] + dtype(lat[r] . w2[v]))
+// The kernel of readout_argmax.cuh holds one 16-row MMA tile; from 17 rows on the readout is a
+// real GEMM (480 rows x 151,936 x 256 at N = 32: 37 GFLOP a pass), which the split path runs
+// with cuBLAS into a [rows, V] bias that add_argmax reads back (292 MB a pass at N = 32 on top
+// of base and W2).  Here (sm_90a: Hopper's warpgroup MMA, wgmma):
+//   grid (splits, m-blocks); a CTA takes 128 rows (an m-block) and a contiguous range of 64-row
+//   W2 tiles (its split); 3 warpgroups:
+//   - the producer warpgroup copies each W2 tile (64 rows x R) and the matching base tile (128
+//     rows x 64 columns) into a kGemmStages-deep ring with cp.async, each stage's "full"
+//     mbarrier completing when its copies have landed;
+//   - two consumer warpgroups, 64 rows each, hold their rows' lat as the MMA's A fragments in
+//     registers (loaded once) and run, per tile, R / 16 wgmma m64n64k16 with W2 as the B operand
+//     from shared memory (fp32 accumulation), then score their 64 x 64 block as the 16-row
+//     kernel does (each sum rounded to the dtype, added to base, rounded again, packed keys two
+//     at a time) into a (key, ~v) running max per row; the stage is released on its "empty"
+//     mbarrier once its MMAs have completed and its base words are in registers.
+//   The CTAs of one split run together and read the same W2 tiles at about the same time, so
+//   W2 comes from HBM about once and from L2 for the other m-blocks.  Each CTA writes its rows'
+//   bests to partial[row, split]; readout_argmax_reduce_kernel finishes as for the 16-row kernel.
+// Layouts.  A W2 tile in shared memory is wgmma's K-major layout without swizzle: 8 x 8 core
+// matrices (8 W2 rows x 16 bytes of k, 128 contiguous bytes), the R / 8 of one 8-row group next
+// to each other (leading byte offset 128), the 8-row groups 16 R bytes apart (stride byte
+// offset).  Its rows are permuted so that a consumer thread's accumulator columns are 16
+// consecutive vocab ids: MMA column n = 8 j + 2 t + e holds W2 row v0 + 16 t + 2 j + e, so lane
+// (g, t) reads its base words as two 16-byte vectors a row.  The base tile's rows are 144 bytes
+// apart (64 columns + 16 bytes), so that the quarter-warps' 16-byte reads hit distinct banks.
+// The dot product's fp32 order is the tensor cores' over k in order; as for any two GEMMs, a
+// bias can differ from cuBLAS's in the last bit (SPEC.md, readout_argmax_to_blk).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the type only: the launcher encodes maps through the runtime's driver entry point)
+#include <type_traits>
+
+#include "argmax.cuh"
+#include "readout_argmax.cuh"
+
+namespace xpress {
+namespace kernels {
+
+constexpr int kGemmThreads = 384;   // producer warpgroup + two consumer warpgroups
+constexpr int kGemmRows = 128;      // MMA rows of a CTA (64 per consumer warpgroup)
+constexpr int kGemmTileV = 64;      // W2 rows (vocab ids) of a tile: the MMA's N
+#ifndef XPRESS_GEMM_STAGES
+#define XPRESS_GEMM_STAGES 4
+#endif
+constexpr int kGemmStages = XPRESS_GEMM_STAGES;
+// Registers a thread (setmaxnreg): the producer warpgroup needs few, the consumers hold their
+// lat fragments (64), two accumulator blocks (64) and the scoring.  128 * 40 + 256 * 232 <= 64 K.
+constexpr int kGemmProducerRegs = 40;
+constexpr int kGemmConsumerRegs = 232;
+
+__host__ __device__ constexpr int gemm_w2_tile_bytes(int R) { return kGemmTileV * R * 2; }
+__host__ __device__ constexpr int gemm_stage_bytes(int R) { return gemm_w2_tile_bytes(R) + kGemmRows * kGemmTileV * 2; }
+// The ring (1024-byte aligned for the 128-byte swizzle: 1 KB of slack) and the barriers.
+__host__ __device__ constexpr size_t gemm_smem_bytes(int R) {
+  return 1024 + static_cast<size_t>(kGemmStages) * gemm_stage_bytes(R) + 2 * kGemmStages * sizeof(uint64_t);
+}
+
+template <typename T>
+struct ReadoutGemmArgs {  // 64-byte aligned through its CUtensorMaps
+  CUtensorMap w2_map;    // W2 as [V][R] (R innermost), boxes of 64 x 64, 128-byte swizzle
+  CUtensorMap base_map;  // base as [N][B-1][V] (V innermost), boxes of nb x (B-1) x 64, 128-byte swizzle
+  ReadoutArgs<T> a;      // partial is [rows, splits]
+  int64_t tiles;         // 64-row W2 tiles: ceil(V / 64)
+  int nb;                // n of a CTA's rows: its rows are nb * (B-1) <= 128 whole n's
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XPRESS_WGMMA 1
+#endif
+
+#ifdef XPRESS_WGMMA
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n"
+      "WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+// TMA tile loads, completing on `bar` (coordinates innermost first).
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// wgmma's shared-memory operand descriptor for a K-major operand in the 128-byte swizzle
+// (8-row groups 1024 bytes apart; the leading byte offset is unused there).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// Keeps the compiler from moving accesses of the accumulators across the asynchronous MMAs.
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (+)= A (registers, 64 x 16) . B (shared memory, 16 x 64, K-major), fp32 accumulation.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
+#define XPRESS_WGMMA_ASM(TY)                                                                                          \
+  asm volatile(                                                                                                      \
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %37, 0;\n\t"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                                     \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                      \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                            \
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                                                                   \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),        \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),       \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                     \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    XPRESS_WGMMA_ASM("bf16");
+  } else {
+    XPRESS_WGMMA_ASM("f16");
+  }
+#undef XPRESS_WGMMA_ASM
+}
+#endif  // XPRESS_WGMMA
+
+// The kernel's tensor maps (host).  cuTensorMapEncodeTiled comes through the runtime's driver
+// entry point, so nothing links libcuda.  False when the driver has no such entry or refuses a
+// map (the launcher then takes the split path).
+template <typename T>
+inline bool encode_readout_gemm_maps(ReadoutGemmArgs<T>& g, int64_t n) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*, const cuuint64_t*,
+                              const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (encode == nullptr) return false;
+  const ReadoutArgs<T>& a = g.a;
+  const CUtensorMapDataType dt = std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint32_t ones[3] = {1, 1, 1};
+  const cuuint64_t w_dims[2] = {static_cast<cuuint64_t>(a.R), static_cast<cuuint64_t>(a.V)};
+  const cuuint64_t w_strides[1] = {static_cast<cuuint64_t>(a.w2_s) * sizeof(T)};
+  const cuuint32_t w_box[2] = {64, kGemmTileV};
+  const cuuint64_t b_dims[3] = {static_cast<cuuint64_t>(a.V), static_cast<cuuint64_t>(a.bm1), static_cast<cuuint64_t>(n)};
+  const cuuint64_t b_strides[2] = {static_cast<cuuint64_t>(a.base_sb) * sizeof(T), static_cast<cuuint64_t>(a.base_sn) * sizeof(T)};
+  const cuuint32_t b_box[3] = {kGemmTileV, static_cast<cuuint32_t>(a.bm1), static_cast<cuuint32_t>(g.nb)};
+  return encode(&g.w2_map, dt, 2, const_cast<T*>(a.w2), w_dims, w_strides, w_box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
+         encode(&g.base_map, dt, 3, const_cast<T*>(a.base), b_dims, b_strides, b_box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// kKS = R / 16 k-steps.  Grid (splits, m-blocks of g.nb n's).
+template <typename T, int kKS>
+__global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(const __grid_constant__ ReadoutGemmArgs<T> g) {
+  if (!g.a.prefetch) grid_dependency_sync();  // see below
+#ifdef XPRESS_WGMMA
+  constexpr int R = kKS * 16;
+  constexpr int kW2Bytes = gemm_w2_tile_bytes(R);
+  constexpr int kStageBytes = gemm_stage_bytes(R);
+  const ReadoutArgs<T>& p = g.a;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kGemmStages * kStageBytes);
+  uint64_t* empty = full + kGemmStages;
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;  // 0: producer; 1, 2: consumers
+  const int split = blockIdx.x, splits = gridDim.x;
+  const int64_t tile_begin = g.tiles * split / splits, tile_end = g.tiles * (split + 1) / splits;
+  const int64_t n_tiles = tile_end - tile_begin;
+  const int n0 = blockIdx.y * g.nb;
+  const int block_rows = g.nb * p.bm1;
+  auto tile_at = [&](int64_t i) { return p.reverse ? tile_end - 1 - i : tile_begin + i; };
+  if (tid == 0) {
+    for (int s = 0; s < kGemmStages; ++s) {
+      mbar_init(&full[s], 1);   // the producer's arrival with the stage's byte count
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kGemmProducerRegs));
+    // Producer: one thread issues each stage's TMA loads, the W2 tile as R / 64 boxes of 64 rows
+    // x 128 bytes and the base tile as one box of nb x (B-1) rows x 64 columns (zeros past V and
+    // past N; the consumers skip those).
+    // Without p.prefetch every thread waited for the kernel before (above); with it, the caller
+    // promises that no kernel ahead of this one writes w2 or base, so the producer's copies go
+    // out at once and the consumers wait before they read lat.
+    if (tid == 0) {
+      const uint32_t bytes = kW2Bytes + block_rows * kGemmTileV * 2;
+      uint32_t phase = 0;
+      int s = 0;
+      for (int64_t i = 0; i < n_tiles; ++i) {
+        mbar_wait(&empty[s], phase ^ 1);
+        const int v0 = static_cast<int>(tile_at(i) * kGemmTileV);
+        unsigned char* stage = smem + s * kStageBytes;
+        mbar_arrive_expect_tx(&full[s], bytes);
+#pragma unroll
+        for (int kb = 0; kb < R / 64; ++kb) tma_load_2d(stage + kb * 8192, &g.w2_map, kb * 64, v0, &full[s]);
+        tma_load_3d(stage + kW2Bytes, &g.base_map, v0, 0, n0, &full[s]);
+        if (++s == kGemmStages) s = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+
+  // Consumers.  Warp w of warpgroup wg holds local rows 64 (wg - 1) + 16 w + gq and + 8.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kGemmConsumerRegs));
+  const int lane = tid & 31, gq = lane >> 2, t = lane & 3;
+  const int w = (tid >> 5) & 3;
+  const int lr = (wg - 1) * 64 + 16 * w + gq;  // h = 0; lr + 8 for h = 1
+  const int64_t row0 = static_cast<int64_t>(n0) * p.bm1;
+  const bool ok_lo = lr < block_rows && row0 + lr < p.rows, ok_hi = lr + 8 < block_rows && row0 + lr + 8 < p.rows;
+  const int64_t r_lo = row0 + lr, r_hi = r_lo + 8;
+  grid_dependency_sync();
+  uint32_t a[kKS][4];
+  {
+    const T* x_lo = ok_lo ? p.lat + (r_lo / p.bm1) * p.lat_sn + (r_lo % p.bm1) * p.lat_sb : nullptr;
+    const T* x_hi = ok_hi ? p.lat + (r_hi / p.bm1) * p.lat_sn + (r_hi % p.bm1) * p.lat_sb : nullptr;
+    auto lat_pair = [&](const T* x, int k) -> uint32_t {
+      if (x == nullptr) return 0u;
+      uint16_t lo, hi;
+      memcpy(&lo, x + k, 2);
+      memcpy(&hi, x + k + 1, 2);
+      return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+    };
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks) {
+      a[ks][0] = lat_pair(x_lo, 16 * ks + 2 * t);
+      a[ks][1] = lat_pair(x_hi, 16 * ks + 2 * t);
+      a[ks][2] = lat_pair(x_lo, 16 * ks + 8 + 2 * t);
+      a[ks][3] = lat_pair(x_hi, 16 * ks + 8 + 2 * t);
+    }
+  }
+  uint64_t best[2] = {0, 0};
+  // Tile i sits in stage i % kGemmStages, filled in phase (i / kGemmStages) % 2.
+  auto stage_of = [&](int64_t i) { return static_cast<int>(i % kGemmStages); };
+  // Waits for tile i and issues its MMAs into acc (one commit group).
+  auto issue = [&](float (&acc)[32], int64_t i) {
+    const int st = stage_of(i);
+    mbar_wait(&full[st], static_cast<uint32_t>((i / kGemmStages) & 1));
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    wgmma_fence_operands(acc);
+    const uint32_t w2_addr = smem_u32(smem + st * kStageBytes);
+#pragma unroll
+    for (int ks = 0; ks < kKS; ++ks)
+      wgmma_m64n64k16<T>(acc, a[ks], wgmma_desc_sw128(w2_addr + (ks >> 2) * 8192 + (ks & 3) * 32), ks);
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  };
+  // Tile i's scores, once its MMAs (the older commit group when `newer` is set) are complete.
+  // A row's scores first meet as 32-bit words key << 16 | 0xFFFF - (2 j + e) (column 8 j + 2 t
+  // + e is vocab id v0 + 8 j + 2 t + e, so a larger low half is a lower id), one max each; the
+  // tile's best then joins the row's (key, ~v) running max.
+  auto finish = [&](float (&acc)[32], int64_t i, auto newer) {
+    const int st = stage_of(i);
+    // Row lr's 16-byte chunk j of base (ids v0 + 8 j ..) sits at chunk j ^ (lr % 8).
+    const unsigned char* bt = smem + st * kStageBytes + kW2Bytes;
+    uint32_t bw[2][8];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = lr + 8 * h;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) bw[h][j] = *reinterpret_cast<const uint32_t*>(bt + row * 128 + ((j ^ (row & 7)) << 4) + 4 * t);
+    }
+    if constexpr (decltype(newer)::value) {
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    } else {
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    }
+    wgmma_fence_operands(acc);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);
+    const int64_t v0 = tile_at(i) * kGemmTileV;
+    const uint32_t vt = static_cast<uint32_t>(v0) + 2 * t;
+    // Pairs at or past V (zeros from the TMA fill) get key 0, below every score's.
+    const uint32_t live = static_cast<uint32_t>(v0 + kGemmTileV <= p.V ? 8 : (p.V - v0 - 2 * t + 7) / 8);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t m = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        uint32_t k = order_keys2(packed_sum_canonical<T>(bw[h][j], pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1])));
+        k = j < static_cast<int>(live) ? k : 0u;
+        m = max(m, max((k << 16) | (0xFFFFu - 2 * j), (k & 0xFFFF0000u) | (0xFFFFu - 2 * j - 1)));
+      }
+      const uint32_t pos = 0xFFFFu - (m & 0xFFFFu);
+      const uint32_t v = vt + 8 * (pos >> 1) + (pos & 1);
+      const uint64_t word = (static_cast<uint64_t>(m >> 16) << 32) | (0xFFFFFFFFu - v);
+      best[h] = m != 0 && word > best[h] ? word : best[h];
+    }
+  };
+  // Every consumer warpgroup runs the same code (wgmma in a branch the compiler sees as
+  // divergent gets serialized): one whose rows are all past the call's scores zeros unread.
+  float d0[32], d1[32];
+#pragma unroll
+  for (int j = 0; j < 32; ++j) d0[j] = d1[j] = 0.f;
+  // Two accumulator blocks: tile i + 1's MMAs run while tile i is scored.  The control flow
+  // keeps every path's commit groups static (ptxas serializes the MMAs otherwise).
+  const std::true_type newer{};
+  const std::false_type last{};
+  if (n_tiles > 0) {
+    issue(d0, 0);
+    int64_t i = 0;
+    for (; i + 2 < n_tiles; i += 2) {
+      issue(d1, i + 1);
+      finish(d0, i, newer);
+      issue(d0, i + 2);
+      finish(d1, i + 1, newer);
+    }
+    if (i + 1 < n_tiles) {
+      issue(d1, i + 1);
+      finish(d0, i, newer);
+      finish(d1, i + 1, last);
+    } else {
+      finish(d0, i, last);
+    }
+  }
+  // The quad's four lanes hold the same two rows.
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint64_t o = __shfl_xor_sync(0xFFFFFFFFu, best[h], off);
+      best[h] = o > best[h] ? o : best[h];
+    }
+  }
+  if (t == 0) {
+    if (ok_lo) p.partial[r_lo * splits + split] = best[0];
+    if (ok_hi) p.partial[r_hi * splits + split] = best[1];
+  }
+#else
+  __trap();  // built without sm_90a: the launcher never selects this kernel
+#endif
+}
+
+}  // namespace kernels
+}  // namespace xpress
