@@ -27,7 +27,22 @@
 // (g, t) reads its base words as two 16-byte vectors a row.  The base tile's rows are 144 bytes
 // apart (64 columns + 16 bytes), so that the quarter-warps' 16-byte reads hit distinct banks.
 // The dot product's fp32 order is the tensor cores' over k in order; as for any two GEMMs, a
-// bias can differ from cuBLAS's in the last bit (SPEC.md, readout_argmax_to_blk).
+// bias can differ from cuBLAS's in the last bit (xpress_ext.readout_argmax_to_blk).
+// Measured on the H200 (benchmarks/readout_gemm_harness.cu, bf16, V = 151,936, R = 256, graph
+// replay, session 25): 88-90 µs at 480 rows (N = 32; the split path ~150-157 in the same
+// session), 27.5 at 15, 59-62 at 240, 690-730 at 3,840.  Where the time goes at 480 rows, from
+// the probe builds below: the copies alone 76 µs (50 with every tile from L2), the MMAs alone
+// (their results kept live, tiles from L2) 59 µs, i.e. ~65 % of the tensor cores' peak with
+// m64n64k16 and A from registers, and the scoring does not fully hide behind them.  On the way
+// (480 rows): one accumulator block with 64-bit running maxima per element 162 µs, and with a
+// cp.async producer warpgroup in place of TMA 192 (its copies alone 157); two blocks 110 while
+// ptxas serialized the MMAs (a loop whose commit groups it could not follow), 90 once not.
+// Measured and not kept: lat as A from shared memory (3 stages) 100 µs; 3 stages 94; a
+// packed-max pass per tile with exact scoring only where a tile can win 97.
+// Probe builds (the harness only; wrong ids by design): XPRESS_GEMM_FAKE_W2 (W2 tiles from the
+// first 2 MB), XPRESS_GEMM_FAKE_BASE (every m-block reads the first one's base rows),
+// XPRESS_GEMM_NO_COMPUTE (the copies alone), XPRESS_GEMM_NO_MMA, XPRESS_GEMM_NO_EPI (the
+// scoring replaced by one use of the accumulators), XPRESS_GEMM_STAGES.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only: the launcher encodes maps through the runtime's driver entry point)
@@ -227,9 +242,19 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
         const int v0 = static_cast<int>(tile_at(i) * kGemmTileV);
         unsigned char* stage = smem + s * kStageBytes;
         mbar_arrive_expect_tx(&full[s], bytes);
+#ifdef XPRESS_GEMM_FAKE_W2  // (probe: W2 tiles from the first 2 MB, which stay in L2; wrong ids)
+        const int vw = v0 % 4096;
+#else
+        const int vw = v0;
+#endif
+#ifdef XPRESS_GEMM_FAKE_BASE  // (probe: every m-block reads the first one's base rows; wrong ids)
+        const int nbase = 0;
+#else
+        const int nbase = n0;
+#endif
 #pragma unroll
-        for (int kb = 0; kb < R / 64; ++kb) tma_load_2d(stage + kb * 8192, &g.w2_map, kb * 64, v0, &full[s]);
-        tma_load_3d(stage + kW2Bytes, &g.base_map, v0, 0, n0, &full[s]);
+        for (int kb = 0; kb < R / 64; ++kb) tma_load_2d(stage + kb * 8192, &g.w2_map, kb * 64, vw, &full[s]);
+        tma_load_3d(stage + kW2Bytes, &g.base_map, v0, 0, nbase, &full[s]);
         if (++s == kGemmStages) s = 0, phase ^= 1;
       }
     }
@@ -274,9 +299,11 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
     wgmma_fence_operands(acc);
     const uint32_t w2_addr = smem_u32(smem + st * kStageBytes);
+#ifndef XPRESS_GEMM_NO_MMA  // (probe: no MMAs; wrong ids)
 #pragma unroll
     for (int ks = 0; ks < kKS; ++ks)
       wgmma_m64n64k16<T>(acc, a[ks], wgmma_desc_sw128(w2_addr + (ks >> 2) * 8192 + (ks & 3) * 32), ks);
+#endif
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
   // Tile i's scores, once its MMAs (the older commit group when `newer` is set) are complete.
@@ -306,6 +333,10 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
     const uint32_t vt = static_cast<uint32_t>(v0) + 2 * t;
     // Pairs at or past V (zeros from the TMA fill) get key 0, below every score's.
     const uint32_t live = static_cast<uint32_t>(v0 + kGemmTileV <= p.V ? 8 : (p.V - v0 - 2 * t + 7) / 8);
+#ifdef XPRESS_GEMM_NO_EPI
+    best[0] += __float_as_uint(acc[0]) ^ __float_as_uint(acc[31]);  // the MMAs' results used
+#endif
+#ifndef XPRESS_GEMM_NO_EPI  // (probe: no scoring; wrong ids)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       uint32_t m = 0;
@@ -320,6 +351,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
       const uint64_t word = (static_cast<uint64_t>(m >> 16) << 32) | (0xFFFFFFFFu - v);
       best[h] = m != 0 && word > best[h] ? word : best[h];
     }
+#endif
   };
   // Every consumer warpgroup runs the same code (wgmma in a branch the compiler sees as
   // divergent gets serialized): one whose rows are all past the call's scores zeros unread.
@@ -330,7 +362,16 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
   // keeps every path's commit groups static (ptxas serializes the MMAs otherwise).
   const std::true_type newer{};
   const std::false_type last{};
+#ifdef XPRESS_GEMM_NO_COMPUTE  // (probe: the copies alone; wrong ids)
+  for (int64_t i = 0; i < n_tiles; ++i) {
+    mbar_wait(&full[stage_of(i)], static_cast<uint32_t>((i / kGemmStages) & 1));
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[stage_of(i)]);
+  }
+  if (false) {
+#else
   if (n_tiles > 0) {
+#endif
     issue(d0, 0);
     int64_t i = 0;
     for (; i + 2 < n_tiles; i += 2) {
