@@ -1,6 +1,8 @@
 // What the benchmarks/*_phases.cu harnesses share: the error check, the input fills, and the
 // two times they print for a kernel (CUDA events: the median of single launches, and the
-// median per launch of a captured graph of 20 -- the per-launch time bench.py's protocol sees).
+// median per launch of a captured graph of 20 -- the per-launch time bench.py's protocol sees),
+// and for the readout harnesses a read-floor kernel and a launch with programmatic dependent
+// launch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -98,4 +100,48 @@ LaunchTimes time_launches(cudaStream_t stream, F&& launch, int singles = 25) {
   std::sort(ms.begin(), ms.end());
   std::sort(gms.begin(), gms.end());
   return LaunchTimes{ms[ms.size() / 2] * 1e3f, gms[gms.size() / 2] * 1e3f};
+}
+
+// Reads n 16-byte vectors of a and m of b, eight loads in flight a thread; a data-dependent
+// store nobody reads keeps the loads (the read floor the readout harnesses compare with).
+__global__ void read_floor(const int4* a, int64_t n, const int4* b, int64_t m, int* sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+  int acc = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  auto walk = [&](const int4* x, int64_t len) {
+    int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    for (; i + 7 * stride < len; i += 8 * stride) {
+      int4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = __ldcs(x + i + u * stride);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    for (; i < len; i += stride) {
+      const int4 v = __ldcs(x + i);
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+  };
+  walk(a, n);
+  walk(b, m);
+  if (acc == 0x12345678) *sink = acc;
+}
+
+// One launch with programmatic dependent launch, as the package launches its kernels.
+template <typename... P, typename... A>
+void launch(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }

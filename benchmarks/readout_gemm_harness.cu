@@ -52,45 +52,6 @@ __global__ void reference(const T* base, int64_t sn, const T* lat, const T* w2, 
   }
 }
 
-__global__ void read_floor(const int4* a, int64_t n, const int4* b, int64_t m, int* sink) {
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  int acc = 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  auto walk = [&](const int4* x, int64_t len) {
-    int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-    for (; i + 7 * stride < len; i += 8 * stride) {
-      int4 v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = __ldcs(x + i + u * stride);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    for (; i < len; i += stride) {
-      const int4 v = __ldcs(x + i);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-  };
-  walk(a, n);
-  walk(b, m);
-  if (acc == 0x12345678) *sink = acc;
-}
-
-template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
 int main(int argc, char** argv) {
   const int64_t V = argc > 1 ? atoll(argv[1]) : 151936;
   const int64_t R = 256;

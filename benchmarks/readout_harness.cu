@@ -22,49 +22,6 @@
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
 
-// Reads n 16-byte vectors of a and m of b, eight loads in flight a thread; a data-dependent
-// store nobody reads keeps the loads.
-__global__ void read_floor(const int4* a, int64_t n, const int4* b, int64_t m, int* sink) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-  int acc = 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  auto walk = [&](const int4* x, int64_t len) {
-    int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-    for (; i + 7 * stride < len; i += 8 * stride) {
-      int4 v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) v[u] = __ldcs(x + i + u * stride);
-#pragma unroll
-      for (int u = 0; u < 8; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    for (; i < len; i += stride) {
-      const int4 v = __ldcs(x + i);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-  };
-  walk(a, n);
-  walk(b, m);
-  if (acc == 0x12345678) *sink = acc;
-}
-
-template <typename... P, typename... A>
-void launch(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
 int main() {
   const int64_t V = 151936, R = 256;
   const int rows = 15;
