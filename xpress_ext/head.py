@@ -4,8 +4,9 @@ A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacob
 
     latent   xpress_ext.latent_pass            (one launch)
     readout  xpress_ext.readout_argmax_to_blk  (full vocabulary: readout, add and argmax; fused
-    + argmax                                    up to 16 rows, else cuBLAS into [rows, V] and
-                                                add_argmax_to_blk)
+    + argmax                                    -- a GEMV-shaped kernel up to 16 rows, a
+                                                warpgroup-MMA GEMM past that on sm_90a builds --
+                                                else cuBLAS into [rows, V] and add_argmax_to_blk)
              xpress_ext.gather_gemv            (top-C: one launch, [rows, C], W2's candidate
                                                 rows read in place)
              xpress_ext.topc_argmax_to_blk     (then one launch; top-C candidates)
@@ -96,12 +97,13 @@ class XPressRefinerHead(nn.Module):
 
     def _scratch_buffers(self, dtype: torch.dtype, device: torch.device) -> dict:
         """Per-pass buffers of the full-vocabulary path, allocated once at max_num_reqs (on the
-        first call: the dtype and device the head serves on are known only then)."""
-        if self._scratch is None or self._scratch["bias"].dtype != dtype or self._scratch["bias"].device != device:
-            rows = self.max_num_reqs * (self.block_size - 1)
+        first call: the dtype and device the head serves on are known only then).  No [rows, V]
+        readout buffer: readout_argmax_to_blk's fused kernels never store the readout, and its
+        GEMM path (CPU, fp32, builds without sm_90a) takes a temporary of the call's rows (1.17
+        GB at max_num_reqs = 256 held for nothing on an H200 before session 25)."""
+        if self._scratch is None or self._scratch["lat"].dtype != dtype or self._scratch["lat"].device != device:
             self._scratch = {
                 "lat": torch.empty(self.max_num_reqs, self.block_size - 1, self.rank, dtype=dtype, device=device),
-                "bias": torch.empty(rows, self.vocab_size, dtype=dtype, device=device),
             }
         return self._scratch
 
@@ -334,7 +336,7 @@ class XPressRefinerHead(nn.Module):
             with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
                 ops.add_argmax_to_blk(slots, None, blk)  # the argmax of the base logits alone
             sc = self._scratch_buffers(h_full.dtype, h_full.device)
-            step.update(lat=sc["lat"][:N], bias=sc["bias"][:rows])
+            step.update(lat=sc["lat"][:N])
         blk[:, 0] = anchor_ids
         step["xh"] = self.project_hidden(h_full)
         if side is not None:
@@ -357,7 +359,7 @@ class XPressRefinerHead(nn.Module):
 
     def jacobi_pass(self, step: dict) -> None:
         """One greedy Jacobi pass on the custom ops: latent, readout, fused argmax into
-        step["blk"] (the [rows, V] sum never materialised; on the full path up to 16 rows not
+        step["blk"] (the [rows, V] sum never materialised; on the full path's fused kernels not
         the [rows, V] readout either, and on the top-C path no [rows, C, r] copy of W2's
         candidate rows)."""
         buf = self._fused_buf
@@ -379,6 +381,6 @@ class XPressRefinerHead(nn.Module):
             # walks W2 from its last rows (same ids), starting on the rows the pass before read
             # last, which L2 may still hold.
             reverse = step.get("readout_reverse", False)
-            ops.readout_argmax_to_blk(step["slots"], lat, self.w2.weight, blk, step["bias"], prefetch_weights=True,
+            ops.readout_argmax_to_blk(step["slots"], lat, self.w2.weight, blk, None, prefetch_weights=True,
                                       reverse=reverse)
             step["readout_reverse"] = not reverse
