@@ -118,6 +118,26 @@ def test_nan_inf_and_ties(device, dtype):
     assert got[0, 1].item() == 5 and got[0, 2].item() == 0 and got[0, 3].item() == 3 and got[0, 5].item() == 7
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("N,B,V,R", [(4, 16, 1032, 256), (32, 16, 4104, 256), (3, 8, 1000, 128)])
+def test_columns_past_v_never_win(device, dtype, N, B, V, R):
+    """V off the 64-column tiles of the kernel past 16 rows, whose last tile is filled with
+    zeros past V: rows whose every score is below zero must still get an id < V -- all -inf
+    (the first id), all -1000 with a zero bias (tied: the first id), and -inf but for the last
+    column (that column)."""
+    base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 31)
+    base[0, 0, :] = float("-inf")
+    base[0, 1, :] = -1000.0
+    lat[0, 1].zero_()
+    base[0, 2, :] = float("-inf")
+    base[0, 2, V - 1] = -1000.0
+    got = run(base, lat, w2, N, B)
+    assert torch.equal(got, expect(base, lat, w2, N, B))
+    assert got[0, 1].item() == 0 and got[0, 2].item() == 0 and got[0, 3].item() == V - 1
+    assert bool((got[:, 1:] < V).all())
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("N", [1, 4, 32])
