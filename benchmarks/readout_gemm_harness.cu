@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&ref, max_rows * sizeof(unsigned long long)));
   CK(cudaMalloc(&sink, sizeof(int)));
   const size_t smem = k::gemm_smem_bytes(R);
-  auto gemm = k::readout_argmax_gemm_kernel<T, 16>;
+  auto gemm = V % k::kGemmTileV ? k::readout_argmax_gemm_kernel<T, 16, true> : k::readout_argmax_gemm_kernel<T, 16, false>;
   CK(cudaFuncSetAttribute(gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   };
   auto run_gemm = [&](const k::ReadoutGemmArgs<T>& g, int splits, cudaStream_t st) {
     const int mblocks = (g.a.rows / 15 + g.nb - 1) / g.nb;
-    launch(gemm, dim3(splits, mblocks), k::kGemmThreads, smem, st, g);
+    launch(gemm, dim3(mblocks, splits), k::kGemmThreads, smem, st, g);
     launch(k::readout_argmax_reduce_kernel<T>, dim3((g.a.rows + k::kReadoutWarps - 1) / k::kReadoutWarps), k::kReadoutThreads, 0,
            st, g.a, splits);
   };
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   set_value<<<64, 256>>>(base + 3 * V, V / 2, -INFINITY);         // row 2: -inf over the first half
   CK(cudaDeviceSynchronize());
   bool all_ok = true;
-  for (int rows : {15, 30, 60, 120, 135, 240, 480, 960, 3840}) {
+  for (int rows : {15, 30, 60, 120, 135, 240, 360, 480, 600, 840, 960, 3840}) {
     for (int rev = 0; rev < 2; ++rev) {
       const int splits = default_splits(rows);
       k::ReadoutGemmArgs<T> g = args_for(rows, splits);
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     }, 10);
     const double tflops = 2.0 * rows * V * R / (tg.graph_us * 1e-6) * 1e-12;
     std::printf("rows=%d splits=%d mblocks=%d: gemm+reduce %.2f us (%.0f TFLOP/s) | read floor %.2f us\n", rows, splits,
-                (rows + k::kGemmRows - 1) / k::kGemmRows, tg.graph_us, tflops, tf.graph_us);
+                (rows / 15 + 7) / 8, tg.graph_us, tflops, tf.graph_us);
     if (rows == 15) {
       k::ReadoutArgs<T> a = g.a;
       const int parts = static_cast<int>(std::min<int64_t>((V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, sms));

@@ -63,6 +63,9 @@ SHAPES = [(1, 16, 4096, 256), (2, 16, 1000, 256), (4, 16, 1032, 256), (5, 16, 70
 # the fallback).
 GEMM_SHAPES = [(32, 16, 4104, 256), (9, 16, 1032, 256), (3, 129, 520, 128), (2, 128, 520, 256),
                (200, 2, 1032, 256), (40, 16, 520, 256), (1, 130, 520, 256)]
+# V a multiple of the 64-row W2 tile: the GEMM kernel's build without the past-V masking
+# (kTail = false, the canonical vocabulary's), R = 256 and 128.
+GEMM_SHAPES += [(32, 16, 4096, 256), (9, 16, 1024, 128)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -87,7 +90,7 @@ def test_prefetch_weights_same_ids(device, N, B, V, R):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("N,B,V,R", [(1, 16, 40000, 256), (1, 16, 4096, 128), (4, 5, 1000, 256), (4, 16, 1032, 256),
-                                     (32, 16, 4104, 256)])
+                                     (32, 16, 4104, 256), (32, 16, 4096, 256)])
 def test_reverse_same_ids(device, N, B, V, R):
     """reverse only changes the order the fused kernels walk W2 in (the last tiles first): same
     ids, with and without the prefetch, fused (15 / 16 rows) and past 16 rows (60, 480)."""
@@ -101,10 +104,13 @@ def test_reverse_same_ids(device, N, B, V, R):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_nan_inf_and_ties(device, dtype):
+@pytest.mark.parametrize("N,V", [(1, 1000), (32, 4096), (32, 4104)])
+def test_nan_inf_and_ties(device, dtype, N, V):
     """Rows of NaN (the first NaN wins), -inf everywhere (the first index), +inf twice (the first),
-    a tie between the last tile's columns and the first's, all at the fused kernel's shape."""
-    N, B, V, R = 1, 16, 1000, 256
+    a tie between a late W2 tile's columns and the first's, at the fused kernel's shape (N = 1)
+    and the GEMM kernel's (480 rows: the tied columns in different tiles and splits, with and
+    without a V past the last full tile)."""
+    B, R = 16, 256
     base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 11, base_levels=2)
     base[0, 0, [700, 5]] = float("nan")
     base[0, 1, :] = float("-inf")
@@ -112,7 +118,7 @@ def test_nan_inf_and_ties(device, dtype):
     lat[0, 3].zero_()  # bias 0: the base row's first maximum, tied over many columns
     lat[0, 4].zero_()
     base[0, 4].zero_()
-    base[0, 4, [998, 64, 7]] = 1.0
+    base[0, 4, [V - 8, 998, 64, 7]] = 1.0
     got = run(base, lat, w2, N, B)
     assert torch.equal(got, expect(base, lat, w2, N, B))
     assert got[0, 1].item() == 5 and got[0, 2].item() == 0 and got[0, 3].item() == 3 and got[0, 5].item() == 7

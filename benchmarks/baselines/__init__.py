@@ -226,8 +226,9 @@ def make_triton_head(head):
             if "cand" in step:  # the seed gathers the candidates' W2 rows once per step
                 c = step["cand"].shape[-1]
                 step["w2c"] = self.w2.weight[step["cand"].view(rows, c)]  # [rows, C, r]
-            else:  # the seed copies base into a dense buffer every step
+            else:  # the seed copies base into a dense buffer every step and GEMMs into a bias
                 step["base_dense"] = step["slots"].reshape(rows, V).clone()
+                step["bias"] = torch.empty(rows, V, dtype=self.w2.weight.dtype, device=base_logits_full.device)
                 chunks = triton.cdiv(V, 4096)
                 step["ov"] = torch.empty(rows, chunks, dtype=torch.float32, device=base_logits_full.device)
                 step["oi"] = torch.empty(rows, chunks, dtype=torch.int64, device=base_logits_full.device)

@@ -431,9 +431,10 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 //     tensor) and then add_argmax.
 // Both fused paths take 16-bit rows of R = 128 or 256, 16-byte-aligned rows of base and w2 and V
 // a multiple of 8.  Measured on the H200 (benchmarks/RESULTS.md): the 16-row kernel takes
-// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6); the GEMM kernel 90.5 µs at N = 32
-// (480 rows) in benchmarks/readout_gemm_harness.cu against ~148 for the split path in the
-// session's table (session 25), and 27.5 at 15 rows, where the 16-row kernel's 26.0 stays.
+// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6); the GEMM kernel 76.4 µs at N = 32
+// in session 26's table (81.0 at 480 rows in benchmarks/readout_gemm_harness.cu, 90.5 for
+// session 25's build), against ~150 for the split path, and 27.5 at 15 rows in the harness,
+// where the 16-row kernel's 26.0 stays.
 
 // The GEMM kernel's grid: m-blocks of nb = floor(128 / (B-1)) whole n's, and as many vocab
 // splits as fill the SMs once (at most one per 64-row W2 tile).
@@ -461,8 +462,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
                        env_choice("XPRESS_EXT_READOUT", {"fused", "split"}, 0) == 0;
   const bool small = fusable && rows <= k::kReadoutMaxRows;
 #ifdef XPRESS_EXT_WGMMA
-  const bool gemm = fusable && !small && d.a.Bm1 <= k::kGemmRows && prop->major == 9 && prop->minor == 0 &&
-                    d.a.N <= 65535 * static_cast<int64_t>(k::kGemmRows / d.a.Bm1);
+  const bool gemm = fusable && !small && d.a.Bm1 <= k::kGemmRows && prop->major == 9 && prop->minor == 0;
 #else
   const bool gemm = false;
 #endif
@@ -497,6 +497,9 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
         launch_kernel(k::readout_argmax_reduce_kernel<T>, red_grid, dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
         return;
       }
+      const bool tail = d.a.V % k::kGemmTileV != 0;
+      const auto kernel = a.R == 256 ? (tail ? k::readout_argmax_gemm_kernel<T, 16, true> : k::readout_argmax_gemm_kernel<T, 16, false>)
+                                     : (tail ? k::readout_argmax_gemm_kernel<T, 8, true> : k::readout_argmax_gemm_kernel<T, 8, false>);
       const ReadoutGemmGrid grid = readout_gemm_grid(d.a.N, d.a.Bm1, d.a.V, prop->multiProcessorCount);
       k::ReadoutGemmArgs<T> g{};
       g.a = a;
@@ -505,9 +508,8 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
       if (k::encode_readout_gemm_maps(g, d.a.N)) {
         at::Tensor partial = at::empty({rows, grid.splits}, blk.options());
         g.a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
-        const auto kernel = a.R == 256 ? k::readout_argmax_gemm_kernel<T, 16> : k::readout_argmax_gemm_kernel<T, 8>;
         allow_max_smem(kernel, device);
-        launch_kernel(kernel, dim3(static_cast<unsigned>(grid.splits), static_cast<unsigned>(grid.mblocks)), dim3(k::kGemmThreads),
+        launch_kernel(kernel, dim3(static_cast<unsigned>(grid.mblocks), static_cast<unsigned>(grid.splits)), dim3(k::kGemmThreads),
                       k::gemm_smem_bytes(a.R), stream, 1, g);
         launch_kernel(k::readout_argmax_reduce_kernel<T>, red_grid, dim3(k::kReadoutThreads), 0, stream, 1, g.a, grid.splits);
         return;

@@ -59,10 +59,11 @@ __device__ __forceinline__ uint32_t packed_sum_canonical(uint32_t a, uint32_t b)
 // Two sign-magnitude 16-bit floats -> two unsigned keys in the same order: x >= +0 -> x | 0x8000,
 // x <= -0 -> 0x10000 - x (so -0.0 -> 0x8000, the key of +0.0).  No carry crosses the halves
 // (a negative half's key is at most 0x8000).  -inf -> 0x0080 > 0, the key of "no element".
+// (prmt's sign replication spreads each half's sign over the half: 0xFFFF where negative.)
 __device__ __forceinline__ uint32_t order_keys2(uint32_t s) {
-  const uint32_t sign = s & 0x80008000u;
-  const uint32_t one = sign >> 15;  // 1 in each negative half
-  return (s ^ ((sign - one) | 0x80008000u)) + one;
+  uint32_t neg;
+  asm("prmt.b32 %0, %1, 0, 0xBB99;" : "=r"(neg) : "r"(s));
+  return (s ^ (neg | 0x80008000u)) + (neg & 0x00010001u);
 }
 
 // The largest word of one 16-byte vector pair's 8 elements, at positions e0 .. e0 + 7.

@@ -5,40 +5,50 @@
 // real GEMM (480 rows x 151,936 x 256 at N = 32: 37 GFLOP a pass), which the split path runs
 // with cuBLAS into a [rows, V] bias that add_argmax reads back (292 MB a pass at N = 32 on top
 // of base and W2).  Here (sm_90a: Hopper's warpgroup MMA, wgmma):
-//   grid (splits, m-blocks); a CTA takes 128 rows (an m-block) and a contiguous range of 64-row
-//   W2 tiles (its split); 3 warpgroups:
-//   - the producer warpgroup copies each W2 tile (64 rows x R) and the matching base tile (128
-//     rows x 64 columns) into a kGemmStages-deep ring with cp.async, each stage's "full"
-//     mbarrier completing when its copies have landed;
+//   grid (m-blocks, splits); a CTA takes 128 rows (an m-block: nb whole n's) and a contiguous
+//   range of 64-row W2 tiles (its split); 3 warpgroups:
+//   - one producer thread issues each stage's TMA loads into a kGemmStages-deep ring: the W2
+//     tile (64 rows x R, as R / 64 boxes of 64 rows x 128 bytes) and the base tile (one box of
+//     nb x (B-1) rows x 64 columns of the [N, B-1, V] view, read in place), both in the 128-byte
+//     swizzle, the stage's "full" mbarrier completing when its bytes have landed;
 //   - two consumer warpgroups, 64 rows each, hold their rows' lat as the MMA's A fragments in
 //     registers (loaded once) and run, per tile, R / 16 wgmma m64n64k16 with W2 as the B operand
-//     from shared memory (fp32 accumulation), then score their 64 x 64 block as the 16-row
-//     kernel does (each sum rounded to the dtype, added to base, rounded again, packed keys two
-//     at a time) into a (key, ~v) running max per row; the stage is released on its "empty"
-//     mbarrier once its MMAs have completed and its base words are in registers.
-//   The CTAs of one split run together and read the same W2 tiles at about the same time, so
-//   W2 comes from HBM about once and from L2 for the other m-blocks.  Each CTA writes its rows'
-//   bests to partial[row, split]; readout_argmax_reduce_kernel finishes as for the 16-row kernel.
-// Layouts.  A W2 tile in shared memory is wgmma's K-major layout without swizzle: 8 x 8 core
-// matrices (8 W2 rows x 16 bytes of k, 128 contiguous bytes), the R / 8 of one 8-row group next
-// to each other (leading byte offset 128), the 8-row groups 16 R bytes apart (stride byte
-// offset).  Its rows are permuted so that a consumer thread's accumulator columns are 16
-// consecutive vocab ids: MMA column n = 8 j + 2 t + e holds W2 row v0 + 16 t + 2 j + e, so lane
-// (g, t) reads its base words as two 16-byte vectors a row.  The base tile's rows are 144 bytes
-// apart (64 columns + 16 bytes), so that the quarter-warps' 16-byte reads hit distinct banks.
-// The dot product's fp32 order is the tensor cores' over k in order; as for any two GEMMs, a
-// bias can differ from cuBLAS's in the last bit (xpress_ext.readout_argmax_to_blk).
+//     from shared memory (fp32 accumulation) into one of two accumulator blocks, so that tile
+//     i + 1's MMAs run while tile i is scored as the 16-row kernel scores (each sum rounded to
+//     the dtype, added to base, rounded again, packed keys two at a time); the stage is released
+//     on its "empty" mbarrier once its MMAs have completed and its base words are in registers.
+//   The m-blocks of one split are launched next to each other (x is the fast grid axis) and
+//   read the same W2 tiles at about the same time, so W2 comes from HBM about once and from L2
+//   for the others.  Each CTA writes its rows' bests to partial[row, split];
+//   readout_argmax_reduce_kernel finishes as for the 16-row kernel.
+// Layouts.  Thread (warp w, lane 4 g + t) of a consumer warpgroup holds MMA rows 16 w + g and
+// + 8, columns 8 j + 2 t + e (j < 8, e < 2): vocab id v0 + 8 j + 2 t + e.  Its base words are
+// the 4-byte word t of 16-byte chunk j of its rows, which the 128-byte swizzle puts at chunk
+// j ^ (row % 8).  The dot product's fp32 order is the tensor cores' over k in order; as for any
+// two GEMMs, a bias can differ from cuBLAS's in the last bit (xpress_ext.readout_argmax_to_blk).
 // Measured on the H200 (benchmarks/readout_gemm_harness.cu, bf16, V = 151,936, R = 256, graph
-// replay, session 25): 88-90 µs at 480 rows (N = 32; the split path ~150-157 in the same
-// session), 27.5 at 15, 59-62 at 240, 690-730 at 3,840.  Where the time goes at 480 rows, from
-// the probe builds below: the copies alone 76 µs (50 with every tile from L2), the MMAs alone
-// (their results kept live, tiles from L2) 59 µs, i.e. ~65 % of the tensor cores' peak with
-// m64n64k16 and A from registers, and the scoring does not fully hide behind them.  On the way
-// (480 rows): one accumulator block with 64-bit running maxima per element 162 µs, and with a
-// cp.async producer warpgroup in place of TMA 192 (its copies alone 157); two blocks 110 while
-// ptxas serialized the MMAs (a loop whose commit groups it could not follow), 90 once not.
-// Measured and not kept: lat as A from shared memory (3 stages) 100 µs; 3 stages 94; a
-// packed-max pass per tile with exact scoring only where a tile can win 97.
+// replay, session 26, one process, two runs each): at 240 / 480 / 960 / 3,840 rows 50.6-50.7 /
+// 81.0-81.1 / 164.7-165.1 / 641.0-644.3 µs against session 25's kernel's 62.0 / 90.3-90.7 /
+// 189.1-192.1 / 730.1-730.4 (15 rows level, 27.6-27.9; a V past the last full tile, 151,944:
+// 87.6 at 480 rows, 731.7 at 3,840).  Session 26's changes, each measured alone: the scoring's instructions (446 ->
+// 293 a tile and warp in the loop: one wgmma descriptor a tile instead of one computed per
+// k-step, order_keys2 with a byte permute, the words' low halves by byte permutes, the per-tile
+// running max kept as a 32-bit word and its tile instead of a 64-bit (key, id) word, and the
+// past-V masking only in a kTail build for V not a multiple of 64) took 90.6-99.3 to 86.6-86.7
+// µs at 480 rows and 732-734 to 645 at 3,840 (one machine); the grid (m-blocks, splits) instead of (splits,
+// m-blocks) then 86.0-86.4 to 79.2-81.7 at 480 rows and 61.4-61.9 to 50.4-50.5 at 240 (the
+// copies alone 76.4 to 59.3 and 50.6 to 39.8; 3,840 level).  Where the time goes at 480 rows
+// (probe builds below, session 26): the copies alone 57-60 µs (the read floor 52), the MMAs
+// with every tile from L2 and no scoring 57 (65 % of the tensor cores' peak with m64n64k16, A
+// from registers), everything from L2 74-77; so the MMAs and the scoring still do not fully
+// overlap.  Measured and not kept (session 26): W2 tiles multicast by TMA to clusters of 2-4
+// m-blocks of a split (4x less W2 traffic out of L2): 82.7-83.8 µs against 80.3-81.9 at 480
+// rows, 720 against 675 at 3,840 (clusters of 4 leave SMs idle: 120 CTAs instead of 128); the
+// warpgroups taking turns to issue their MMAs (named barriers, as FlashAttention-3's ping-pong)
+// 87.4-87.5 against 86.3-86.8 and 681.6-687.4 against 641.1-642.9; splits interleaved over the tiles (tile s +
+// k splits) level.  Session 25: lat as A from shared memory (3 stages) 100 µs; 3 stages 94; a
+// packed-max pass per tile with exact scoring only where a tile can win 97; a cp.async
+// producer 192; one accumulator block 162.
 // Probe builds (the harness only; wrong ids by design): XPRESS_GEMM_FAKE_W2 (W2 tiles from the
 // first 2 MB), XPRESS_GEMM_FAKE_BASE (every m-block reads the first one's base rows),
 // XPRESS_GEMM_NO_COMPUTE (the copies alone), XPRESS_GEMM_NO_MMA, XPRESS_GEMM_NO_EPI (the
@@ -195,8 +205,9 @@ inline bool encode_readout_gemm_maps(ReadoutGemmArgs<T>& g, int64_t n) {
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// kKS = R / 16 k-steps.  Grid (splits, m-blocks of g.nb n's).
-template <typename T, int kKS>
+// kKS = R / 16 k-steps; kTail: V is not a multiple of kGemmTileV.  Grid (splits, m-blocks of
+// g.nb n's).
+template <typename T, int kKS, bool kTail>
 __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(const __grid_constant__ ReadoutGemmArgs<T> g) {
   if (!g.a.prefetch) grid_dependency_sync();  // see below
 #ifdef XPRESS_WGMMA
@@ -210,10 +221,13 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
   uint64_t* empty = full + kGemmStages;
   const int tid = threadIdx.x;
   const int wg = tid >> 7;  // 0: producer; 1, 2: consumers
-  const int split = blockIdx.x, splits = gridDim.x;
+  // Grid (m-blocks, splits): the m-blocks of a split are launched next to each other and read
+  // each W2 tile at about the same time (from HBM about once, from L2 for the others).
+  const int split = blockIdx.y, splits = gridDim.y;
+  const int mblock = blockIdx.x;
   const int64_t tile_begin = g.tiles * split / splits, tile_end = g.tiles * (split + 1) / splits;
   const int64_t n_tiles = tile_end - tile_begin;
-  const int n0 = blockIdx.y * g.nb;
+  const int n0 = mblock * g.nb;
   const int block_rows = g.nb * p.bm1;
   auto tile_at = [&](int64_t i) { return p.reverse ? tile_end - 1 - i : tile_begin + i; };
   if (tid == 0) {
@@ -289,7 +303,14 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
       a[ks][3] = lat_pair(x_hi, 16 * ks + 8 + 2 * t);
     }
   }
-  uint64_t best[2] = {0, 0};
+  // The low halves of chunk j's two words: 0xFFFF - 2 j (low element) and one less (high),
+  // in registers for the byte permutes below.
+  uint32_t pos_words[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) pos_words[j] = (0xFFFFu - 2 * j) | ((0xFFFFu - 2 * j - 1) << 16);
+  // Per row h: the best 32-bit word over the tiles so far and the tile it came from.
+  uint32_t best_w[2] = {0u, 0u};
+  int best_i[2] = {0, 0};
   // Tile i sits in stage i % kGemmStages, filled in phase (i / kGemmStages) % 2.
   auto stage_of = [&](int64_t i) { return static_cast<int>(i % kGemmStages); };
   // Waits for tile i and issues its MMAs into acc (one commit group).
@@ -298,18 +319,21 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
     mbar_wait(&full[st], static_cast<uint32_t>((i / kGemmStages) & 1));
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
     wgmma_fence_operands(acc);
-    const uint32_t w2_addr = smem_u32(smem + st * kStageBytes);
+    // One descriptor a tile; k-step ks adds its byte offset / 16 to the address field (no carry:
+    // shared addresses are below 2^18).
+    const uint64_t desc = wgmma_desc_sw128(smem_u32(smem + st * kStageBytes));
 #ifndef XPRESS_GEMM_NO_MMA  // (probe: no MMAs; wrong ids)
 #pragma unroll
     for (int ks = 0; ks < kKS; ++ks)
-      wgmma_m64n64k16<T>(acc, a[ks], wgmma_desc_sw128(w2_addr + (ks >> 2) * 8192 + (ks & 3) * 32), ks);
+      wgmma_m64n64k16<T>(acc, a[ks], desc + (((ks >> 2) * 8192 + (ks & 3) * 32) >> 4), ks);
 #endif
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   };
   // Tile i's scores, once its MMAs (the older commit group when `newer` is set) are complete.
-  // A row's scores first meet as 32-bit words key << 16 | 0xFFFF - (2 j + e) (column 8 j + 2 t
-  // + e is vocab id v0 + 8 j + 2 t + e, so a larger low half is a lower id), one max each; the
-  // tile's best then joins the row's (key, ~v) running max.
+  // A row's scores meet as 32-bit words key << 16 | 0xFFFF - (2 j + e) (column 8 j + 2 t + e is
+  // vocab id v0 + 8 j + 2 t + e, so a larger low half is a lower id), one max each; the tile's
+  // best word replaces the row's when its key is larger (or equal, walking the tiles in
+  // reverse: the later tile then holds the lower ids), and the tile it came from is kept.
   auto finish = [&](float (&acc)[32], int64_t i, auto newer) {
     const int st = stage_of(i);
     // Row lr's 16-byte chunk j of base (ids v0 + 8 j ..) sits at chunk j ^ (lr % 8).
@@ -329,12 +353,15 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
     wgmma_fence_operands(acc);
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
-    const int64_t v0 = tile_at(i) * kGemmTileV;
-    const uint32_t vt = static_cast<uint32_t>(v0) + 2 * t;
-    // Pairs at or past V (zeros from the TMA fill) get key 0, below every score's.
-    const uint32_t live = static_cast<uint32_t>(v0 + kGemmTileV <= p.V ? 8 : (p.V - v0 - 2 * t + 7) / 8);
+    // kTail: V is not a multiple of the tile; pairs at or past V (zeros from the TMA fill) get
+    // key 0, below every score's.
+    uint32_t live = 8;
+    if constexpr (kTail) {
+      const int64_t v0 = tile_at(i) * kGemmTileV;
+      live = static_cast<uint32_t>(v0 + kGemmTileV <= p.V ? 8 : (p.V - v0 - 2 * t + 7) / 8);
+    }
 #ifdef XPRESS_GEMM_NO_EPI
-    best[0] += __float_as_uint(acc[0]) ^ __float_as_uint(acc[31]);  // the MMAs' results used
+    best_w[0] += __float_as_uint(acc[0]) ^ __float_as_uint(acc[31]);  // the MMAs' results used
 #endif
 #ifndef XPRESS_GEMM_NO_EPI  // (probe: no scoring; wrong ids)
 #pragma unroll
@@ -343,13 +370,17 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         uint32_t k = order_keys2(packed_sum_canonical<T>(bw[h][j], pack2<T>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1])));
-        k = j < static_cast<int>(live) ? k : 0u;
-        m = max(m, max((k << 16) | (0xFFFFu - 2 * j), (k & 0xFFFF0000u) | (0xFFFFu - 2 * j - 1)));
+        if constexpr (kTail) k = j < static_cast<int>(live) ? k : 0u;
+        // The two words, each one byte permute of the keys and pos_words[j].
+        uint32_t lo, hi;
+        asm("prmt.b32 %0, %1, %2, 0x1054;" : "=r"(lo) : "r"(k), "r"(pos_words[j]));
+        asm("prmt.b32 %0, %1, %2, 0x3276;" : "=r"(hi) : "r"(k), "r"(pos_words[j]));
+        m = max(m, max(lo, hi));
       }
-      const uint32_t pos = 0xFFFFu - (m & 0xFFFFu);
-      const uint32_t v = vt + 8 * (pos >> 1) + (pos & 1);
-      const uint64_t word = (static_cast<uint64_t>(m >> 16) << 32) | (0xFFFFFFFFu - v);
-      best[h] = m != 0 && word > best[h] ? word : best[h];
+      // Across tiles only the keys compare: a larger key, or an equal one in a lower-id tile.
+      const bool take = p.reverse ? m >= (best_w[h] & 0xFFFF0000u) : m > (best_w[h] | 0xFFFFu);
+      best_w[h] = take ? m : best_w[h];
+      best_i[h] = take ? static_cast<int>(i) : best_i[h];
     }
 #endif
   };
@@ -388,7 +419,15 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
       finish(d0, i, last);
     }
   }
-  // The quad's four lanes hold the same two rows.
+  // The row's (key, ~v) word; the quad's four lanes hold the same two rows.
+  uint64_t best[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t m = best_w[h];
+    const uint32_t pos = 0xFFFFu - (m & 0xFFFFu);
+    const uint32_t v = static_cast<uint32_t>(tile_at(best_i[h]) * kGemmTileV) + 2 * t + 8 * (pos >> 1) + (pos & 1);
+    best[h] = m != 0 ? (static_cast<uint64_t>(m >> 16) << 32) | (0xFFFFFFFFu - v) : 0;
+  }
 #pragma unroll
   for (int off = 1; off <= 2; off <<= 1) {
 #pragma unroll
