@@ -29,25 +29,25 @@
 // Measured on the H200 (benchmarks/readout_gemm_harness.cu, bf16, V = 151,936, R = 256, graph
 // replay, session 26, one process, two runs each): at 240 / 480 / 960 / 3,840 rows 50.6-50.7 /
 // 81.0-81.1 / 164.7-165.1 / 641.0-644.3 µs against session 25's kernel's 62.0 / 90.3-90.7 /
-// 189.1-192.1 / 730.1-730.4 (15 rows level, 27.6-27.9; a V past the last full tile, 151,944:
-// 87.6 at 480 rows, 731.7 at 3,840).  Session 26's changes, each measured alone: the scoring's instructions (446 ->
-// 293 a tile and warp in the loop: one wgmma descriptor a tile instead of one computed per
-// k-step, order_keys2 with a byte permute, the words' low halves by byte permutes, the per-tile
-// running max kept as a 32-bit word and its tile instead of a 64-bit (key, id) word, and the
-// past-V masking only in a kTail build for V not a multiple of 64) took 90.6-99.3 to 86.6-86.7
-// µs at 480 rows and 732-734 to 645 at 3,840 (one machine); the grid (m-blocks, splits) instead of (splits,
-// m-blocks) then 86.0-86.4 to 79.2-81.7 at 480 rows and 61.4-61.9 to 50.4-50.5 at 240 (the
-// copies alone 76.4 to 59.3 and 50.6 to 39.8; 3,840 level).  Where the time goes at 480 rows
-// (probe builds below, session 26): the copies alone 57-60 µs (the read floor 52), the MMAs
-// with every tile from L2 and no scoring 57 (65 % of the tensor cores' peak with m64n64k16, A
-// from registers), everything from L2 74-77; so the MMAs and the scoring still do not fully
-// overlap.  Measured and not kept (session 26): W2 tiles multicast by TMA to clusters of 2-4
-// m-blocks of a split (4x less W2 traffic out of L2): 82.7-83.8 µs against 80.3-81.9 at 480
-// rows, 720 against 675 at 3,840 (clusters of 4 leave SMs idle: 120 CTAs instead of 128); the
+// 189.1-192.1 / 730.1-730.4 (15 rows level, 27.6-27.9; a V past the last full tile, 151,944: 87.6
+// at 480 rows, 731.7 at 3,840). Session 26's changes, each measured alone: the scoring's
+// instructions (446 -> 293 a tile and warp in the loop: one wgmma descriptor a tile instead of one
+// computed per k-step, order_keys2 with a byte permute, the words' low halves by byte permutes, the
+// per-tile running max kept as a 32-bit word and its tile instead of a 64-bit (key, id) word, and
+// the past-V masking only in a kTail build for V not a multiple of 64) took 90.6-99.3 to 86.6-86.7
+// µs at 480 rows and 732-734 to 645 at 3,840 (one machine); the grid (m-blocks, splits) instead of
+// (splits, m-blocks) then 86.0-86.4 to 79.2-81.7 at 480 rows and 61.4-61.9 to 50.4-50.5 at 240 (the
+// copies alone 76.4 to 59.3 and 50.6 to 39.8; 3,840 level). Where the time goes at 480 rows (probe
+// builds below, session 26): the copies alone 57-60 µs (the read floor 52), the MMAs with every
+// tile from L2 and no scoring 57 (65 % of the tensor cores' peak with m64n64k16, A from registers),
+// everything from L2 74-77; so the MMAs and the scoring still do not fully overlap. Measured and
+// not kept (session 26): W2 tiles multicast by TMA to clusters of 2-4 m-blocks of a split (4x less
+// W2 traffic out of L2): 82.7-83.8 µs against 80.3-81.9 at 480 rows, 720 against 675 at 3,840
+// (clusters of 4 fill fewer SMs: 120 CTAs against 132 at 480 rows, 96 against 128 at 3,840); the
 // warpgroups taking turns to issue their MMAs (named barriers, as FlashAttention-3's ping-pong)
-// 87.4-87.5 against 86.3-86.8 and 681.6-687.4 against 641.1-642.9; splits interleaved over the tiles (tile s +
-// k splits) level.  Session 25: lat as A from shared memory (3 stages) 100 µs; 3 stages 94; a
-// packed-max pass per tile with exact scoring only where a tile can win 97; a cp.async
+// 87.4-87.5 against 86.3-86.8 and 681.6-687.4 against 641.1-642.9; splits interleaved over the
+// tiles (tile s + k splits) level. Session 25: lat as A from shared memory (3 stages) 100 µs; 3
+// stages 94; a packed-max pass per tile with exact scoring only where a tile can win 97; a cp.async
 // producer 192; one accumulator block 162.
 // Probe builds (the harness only; wrong ids by design): XPRESS_GEMM_FAKE_W2 (W2 tiles from the
 // first 2 MB), XPRESS_GEMM_FAKE_BASE (every m-block reads the first one's base rows),
