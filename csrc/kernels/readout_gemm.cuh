@@ -45,12 +45,14 @@
 // W2 traffic out of L2): 82.7-83.8 µs against 80.3-81.9 at 480 rows, 720 against 675 at 3,840
 // (clusters of 4 fill fewer SMs: 120 CTAs against 132 at 480 rows, 96 against 128 at 3,840); the
 // warpgroups taking turns to issue their MMAs (named barriers, as FlashAttention-3's ping-pong)
-// 87.4-87.5 against 86.3-86.8 and 681.6-687.4 against 641.1-642.9; splits interleaved over the
-// tiles (tile s + k splits) level. Session 25: lat as A from shared memory (3 stages) 100 µs; 3
-// stages 94; a packed-max pass per tile with exact scoring only where a tile can win 97; a cp.async
-// producer 192; one accumulator block 162.  Not measured: m64n128k16 over two stages (ptxas
-// serializes the wgmma, C7511, for want of registers: 128 accumulator + 64 lat registers, in a
-// kernel compiled for 384 threads; a consumer setmaxnreg of 240 did not change it).
+// 87.4-87.5 against 86.3-86.8 and 681.6-687.4 against 641.1-642.9; with one accumulator block a
+// warpgroup, each scoring while the other's MMAs run, 77.8-77.9 against 78.2 and 647-653 against
+// 618; splits interleaved over the tiles (tile s + k splits) level. Session 25: lat as A from
+// shared memory (3 stages) 100 µs; 3 stages 94; a packed-max pass per tile with exact scoring only
+// where a tile can win 97; a cp.async producer 192; one accumulator block 162.  Not measured:
+// m64n128k16 over two stages (ptxas serializes the wgmma, C7511, for want of registers: 128
+// accumulator + 64 lat registers, in a kernel compiled for 384 threads; a consumer setmaxnreg of
+// 240 did not change it).
 // Probe builds (the harness only; wrong ids by design): XPRESS_GEMM_FAKE_W2 (W2 tiles from the
 // first 2 MB), XPRESS_GEMM_FAKE_BASE (every m-block reads the first one's base rows),
 // XPRESS_GEMM_NO_COMPUTE (the copies alone), XPRESS_GEMM_NO_MMA, XPRESS_GEMM_NO_EPI (the
