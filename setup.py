@@ -37,7 +37,7 @@ def _write_build_config(cuda: bool, wgmma: bool) -> None:
     with open(os.path.join(ROOT, "xpress_ext", "_build_config.py"), "w") as f:
         f.write("# Written by setup.py for the build in this tree (not tracked).\n")
         f.write(f"CUDA = {cuda}\n")
-        f.write(f"WGMMA = {wgmma}  # readout_argmax_to_blk's many-row kernel (sm_90a) is built\n")
+        f.write(f"WGMMA = {wgmma}  # whether readout_argmax_to_blk's many-row kernel (sm_90a) is built\n")
 
 
 def _extension():
