@@ -437,7 +437,8 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 // where the 16-row kernel's 26.0 stays.
 
 // The GEMM kernel's grid: m-blocks of nb = floor(128 / (B-1)) whole n's, and as many vocab
-// splits as fill the SMs once (at most one per 64-row W2 tile).
+// splits as fill the SMs once (at most one per 64-row W2 tile); launched as (m-blocks, splits),
+// so the m-blocks of a split start side by side (readout_gemm.cuh).
 struct ReadoutGemmGrid {
   int nb, mblocks, splits;
 };
