@@ -105,11 +105,14 @@ def test_reverse_same_ids(device, N, B, V, R):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("N,V", [(1, 1000), (32, 4096), (32, 4104)])
-def test_nan_inf_and_ties(device, dtype, N, V):
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_nan_inf_and_ties(device, dtype, N, V, reverse):
     """Rows of NaN (the first NaN wins), -inf everywhere (the first index), +inf twice (the first),
     a tie between a late W2 tile's columns and the first's, at the fused kernel's shape (N = 1)
     and the GEMM kernel's (480 rows: the tied columns in different tiles and splits, with and
-    without a V past the last full tile)."""
+    without a V past the last full tile), walking W2 either way.  Columns 7 and 70 are the same
+    lane's in the GEMM kernel's 64-column tiles, 70 at a lower place in its tile: across tiles
+    only the ids may break the tie."""
     B, R = 16, 256
     base, lat, w2 = exact_inputs(N, B, V, R, dtype, device, 11, base_levels=2)
     base[0, 0, [700, 5]] = float("nan")
@@ -118,8 +121,9 @@ def test_nan_inf_and_ties(device, dtype, N, V):
     lat[0, 3].zero_()  # bias 0: the base row's first maximum, tied over many columns
     lat[0, 4].zero_()
     base[0, 4].zero_()
-    base[0, 4, [V - 8, 998, 64, 7]] = 1.0
-    got = run(base, lat, w2, N, B)
+    base[0, 4, [V - 8, 998, 70, 64, 7]] = 1.0
+    got = blk_with_sentinel(N, B, device)
+    xpress_ext.readout_argmax_to_blk(base, lat, w2, got, reverse=reverse)
     assert torch.equal(got, expect(base, lat, w2, N, B))
     assert got[0, 1].item() == 5 and got[0, 2].item() == 0 and got[0, 3].item() == 3 and got[0, 5].item() == 7
 
