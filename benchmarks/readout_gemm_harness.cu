@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     a.R = static_cast<int>(R);
     a.V = V;
     g.tiles = (V + k::kGemmTileV - 1) / k::kGemmTileV;
-    g.nb = k::kGemmRows / 15;
+    g.nb = k::readout_gemm_grid(rows / 15, 15, V, sms).nb;
     if (!k::encode_readout_gemm_maps(g, rows / 15)) {
       std::printf("tensor map encoding failed\n");
       std::exit(1);
@@ -106,12 +106,12 @@ int main(int argc, char** argv) {
     return g;
   };
   auto run_gemm = [&](const k::ReadoutGemmArgs<T>& g, int splits, cudaStream_t st) {
-    const int mblocks = (g.a.rows / 15 + g.nb - 1) / g.nb;
+    const int mblocks = k::readout_gemm_grid(g.a.rows / 15, 15, V, sms).mblocks;
     launch(gemm, dim3(mblocks, splits), k::kGemmThreads, smem, st, g);
     launch(k::readout_argmax_reduce_kernel<T>, dim3((g.a.rows + k::kReadoutWarps - 1) / k::kReadoutWarps), k::kReadoutThreads, 0,
            st, g.a, splits);
   };
-  auto default_splits = [&](int rows) { return std::max(1, sms / ((rows / 15 + 7) / 8)); };
+  auto default_splits = [&](int rows) { return k::readout_gemm_grid(rows / 15, 15, V, sms).splits; };  // the launcher's rule
 
   // 1. Exactness.
   fill_sixteenths<<<1024, 256>>>(w2, V * R, 1);
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     }, 10);
     const double tflops = 2.0 * rows * V * R / (tg.graph_us * 1e-6) * 1e-12;
     std::printf("rows=%d splits=%d mblocks=%d: gemm+reduce %.2f us (%.0f TFLOP/s) | read floor %.2f us\n", rows, splits,
-                (rows / 15 + 7) / 8, tg.graph_us, tflops, tf.graph_us);
+                k::readout_gemm_grid(rows / 15, 15, V, sms).mblocks, tg.graph_us, tflops, tf.graph_us);
     if (rows == 15) {
       k::ReadoutArgs<T> a = g.a;
       const int parts = static_cast<int>(std::min<int64_t>((V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, sms));

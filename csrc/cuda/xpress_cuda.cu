@@ -436,22 +436,6 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 // session 25's build), against ~150 for the split path, and 27.5 at 15 rows in the harness,
 // where the 16-row kernel's 26.0 stays.
 
-// The GEMM kernel's grid: m-blocks of nb = floor(128 / (B-1)) whole n's, and as many vocab
-// splits as fill the SMs once (at most one per 64-row W2 tile); launched as (m-blocks, splits),
-// so the m-blocks of a split start side by side (readout_gemm.cuh).
-struct ReadoutGemmGrid {
-  int nb, mblocks, splits;
-};
-
-ReadoutGemmGrid readout_gemm_grid(int64_t N, int64_t Bm1, int64_t V, int sms) {
-  ReadoutGemmGrid g{};
-  g.nb = static_cast<int>(k::kGemmRows / Bm1);
-  g.mblocks = static_cast<int>((N + g.nb - 1) / g.nb);
-  const int64_t tiles = (V + k::kGemmTileV - 1) / k::kGemmTileV;
-  g.splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(sms / g.mblocks, tiles)));
-  return g;
-}
-
 template <typename T>
 void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
                            at::Tensor& blk, const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse) {
@@ -501,7 +485,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
       const bool tail = d.a.V % k::kGemmTileV != 0;
       const auto kernel = a.R == 256 ? (tail ? k::readout_argmax_gemm_kernel<T, 16, true> : k::readout_argmax_gemm_kernel<T, 16, false>)
                                      : (tail ? k::readout_argmax_gemm_kernel<T, 8, true> : k::readout_argmax_gemm_kernel<T, 8, false>);
-      const ReadoutGemmGrid grid = readout_gemm_grid(d.a.N, d.a.Bm1, d.a.V, prop->multiProcessorCount);
+      const k::ReadoutGemmGrid grid = k::readout_gemm_grid(d.a.N, d.a.Bm1, d.a.V, prop->multiProcessorCount);
       k::ReadoutGemmArgs<T> g{};
       g.a = a;
       g.tiles = (d.a.V + k::kGemmTileV - 1) / k::kGemmTileV;

@@ -82,6 +82,24 @@ constexpr int kGemmConsumerRegs = 232;
 
 __host__ __device__ constexpr int gemm_w2_tile_bytes(int R) { return kGemmTileV * R * 2; }
 __host__ __device__ constexpr int gemm_stage_bytes(int R) { return gemm_w2_tile_bytes(R) + kGemmRows * kGemmTileV * 2; }
+
+// The GEMM kernel's grid (the launcher's and benchmarks/readout_gemm_harness.cu's): m-blocks of
+// nb = floor(128 / (B-1)) whole n's, and as many vocab splits as fill the SMs once (at most one
+// per 64-row W2 tile); launched as (m-blocks, splits), so the m-blocks of a split start side by
+// side.
+struct ReadoutGemmGrid {
+  int nb, mblocks, splits;
+};
+
+inline ReadoutGemmGrid readout_gemm_grid(int64_t N, int64_t Bm1, int64_t V, int sms) {
+  ReadoutGemmGrid g{};
+  g.nb = static_cast<int>(kGemmRows / Bm1);
+  g.mblocks = static_cast<int>((N + g.nb - 1) / g.nb);
+  const int64_t tiles = (V + kGemmTileV - 1) / kGemmTileV;
+  const int64_t fill = sms / g.mblocks;
+  g.splits = static_cast<int>(fill < tiles ? (fill > 1 ? fill : 1) : tiles);
+  return g;
+}
 // The ring (1024-byte aligned for the 128-byte swizzle: 1 KB of slack) and the barriers.
 __host__ __device__ constexpr size_t gemm_smem_bytes(int R) {
   return 1024 + static_cast<size_t>(kGemmStages) * gemm_stage_bytes(R) + 2 * kGemmStages * sizeof(uint64_t);
