@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
     if (lane == 0) mbar_arrive(&empty[st]);
     // kTail: V is not a multiple of the tile; pairs at or past V (zeros from the TMA fill) get
     // key 0, below every score's.
-    uint32_t live = 8;
+    [[maybe_unused]] uint32_t live = 8;  // read only by the kTail build
     if constexpr (kTail) {
       const int64_t v0 = tile_at(i) * kGemmTileV;
       live = static_cast<uint32_t>(v0 + kGemmTileV <= p.V ? 8 : (p.V - v0 - 2 * t + 7) / 8);
