@@ -59,6 +59,7 @@
 // scoring replaced by one use of the accumulators), XPRESS_GEMM_STAGES.
 #pragma once
 
+#include <algorithm>
 #include <cuda.h>  // CUtensorMap (the type only: the launcher encodes maps through the runtime's driver entry point)
 #include <type_traits>
 
@@ -96,10 +97,10 @@ inline ReadoutGemmGrid readout_gemm_grid(int64_t N, int64_t Bm1, int64_t V, int 
   g.nb = static_cast<int>(kGemmRows / Bm1);
   g.mblocks = static_cast<int>((N + g.nb - 1) / g.nb);
   const int64_t tiles = (V + kGemmTileV - 1) / kGemmTileV;
-  const int64_t fill = sms / g.mblocks;
-  g.splits = static_cast<int>(fill < tiles ? (fill > 1 ? fill : 1) : tiles);
+  g.splits = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(sms / g.mblocks, tiles)));
   return g;
 }
+
 // The ring (1024-byte aligned for the 128-byte swizzle: 1 KB of slack) and the barriers.
 __host__ __device__ constexpr size_t gemm_smem_bytes(int R) {
   return 1024 + static_cast<size_t>(kGemmStages) * gemm_stage_bytes(R) + 2 * kGemmStages * sizeof(uint64_t);
