@@ -404,7 +404,7 @@ def record(rows, gbs, command, out_dir):
         f.write("Every figure is a CUDA-graph replay (median µs per call; draft steps: per step of K=6 Jacobi\n"
                 "passes) except the \"eager\" column (this package's op launched from Python).  \"Triton\" is the\n"
                 "baseline written from the seeds (`benchmarks/baselines/`), \"torch\" is eager torch doing the\n"
-                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand); all measured in one\n"
+                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand; for readout_argmax: the GEMM, the add and argmax, and as \"Triton\" the seed's pass, `torch.mm` into a bias and then its Triton argmax); all measured in one\n"
                 "process, every baseline checked against the reference before it was timed.  \"limit\" = bytes the\n"
                 "op must move / the measured read bandwidth.\n\n")
         f.write("![speed-up of xpress_ext over the Triton baseline and eager torch, and the bandwidth limit](bench.png)\n\n")

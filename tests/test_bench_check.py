@@ -42,3 +42,27 @@ def test_check_compares_with_what_was_recorded_before_the_run(tmp_path, monkeypa
     recorded.write_text(json.dumps(dict(rows=slow)))  # what --write-results does
     assert bench.check(slow, before) == 1
     assert bench.check(slow) == 0  # against the rewritten file it would pass
+
+
+def test_results_md_is_what_write_results_writes(tmp_path, monkeypatch):
+    """The committed RESULTS.md is the generator's output from the committed results.json plus
+    the hand-written analysis it keeps: regenerating it changes nothing but the date line, so
+    a run of `--write-results` never drops text that was only ever written by hand above the
+    analysis."""
+    here = os.path.join(os.path.dirname(__file__), "..", "benchmarks")
+    with open(os.path.join(here, "RESULTS.md")) as f:
+        committed = f.read()
+    with open(os.path.join(here, "results.json")) as f:
+        recorded = json.load(f)
+    assert bench.ANALYSIS_MARKER in committed
+    (tmp_path / "RESULTS.md").write_text(committed)
+    env = recorded["env"]
+    monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda *a: env["gpu"])
+    monkeypatch.setattr(bench.torch, "__version__", env["torch"])
+    monkeypatch.setattr(bench.torch.version, "cuda", env["cuda"])
+    bench.record(recorded["rows"], env["read_gbs"], env["command"], str(tmp_path))
+    regenerated = (tmp_path / "RESULTS.md").read_text().split("\n")
+    lines = committed.split("\n")
+    assert len(regenerated) == len(lines)
+    assert lines[2].startswith(f"**{env['date']}, one {env['gpu']}, torch {env['torch']}, CUDA {env['cuda']}.**")
+    assert regenerated[:2] + regenerated[3:] == lines[:2] + lines[3:]
