@@ -294,6 +294,36 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
+// A 16-bit type's pair (v0, v1) rounded as store_pair rounds it, as one 32-bit word.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float v0, float v1) {
+  static_assert(sizeof(T) == 2, "16-bit types only");
+  const T x = from_float<T>(v0), y = from_float<T>(v1);
+  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&x)) |
+         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&y)) << 16);
+}
+
+// The four lanes of a quad (lanes 4q .. 4q+3) each hold one pair of 8 adjacent columns of a
+// row, in lane order; returns the 16 bytes of all four, in every lane of the quad.  Every lane
+// of the warp must call it.
+__device__ __forceinline__ uint4 quad_gather(uint32_t pair, int lane) {
+  const int q0 = lane & ~3;
+  return make_uint4(__shfl_sync(0xffffffffu, pair, q0), __shfl_sync(0xffffffffu, pair, q0 + 1),
+                    __shfl_sync(0xffffffffu, pair, q0 + 2), __shfl_sync(0xffffffffu, pair, q0 + 3));
+}
+
+// Pushes a quad's 16-byte row piece into every CTA of the cluster (at dst_off elements of each
+// CTA's `s`): lane (lane & 3) of the quad stores to ranks (lane & 3) + 4 i, so a lane issues
+// kClusterSize / 4 16-byte stores instead of kClusterSize 4-byte ones.  Same bytes, same places.
+template <int kClusterSize, typename T>
+__device__ __forceinline__ void push_quad(cooperative_groups::cluster_group& cluster, T* s,
+                                          int dst_off, const uint4& v, int lane) {
+#pragma unroll
+  for (int i = 0; i < kClusterSize / 4; ++i) {
+    *reinterpret_cast<uint4*>(cluster.map_shared_rank(s, (lane & 3) + 4 * i) + dst_off) = v;
+  }
+}
+
 // Phase timestamps for benchmarks/latent_pass_phases.cu: a build that defines
 // XPRESS_LATENT_PROBE (as the name of a device array) records clock64() in thread 0 of every
 // CTA at each phase of its first four groups ([cta][group][mark], 16 marks a group).
@@ -321,6 +351,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   constexpr bool kFixed = kB != 0;
+  // All-gathers as 16-byte pieces from the quads (push_quad): the kernels compiled for a
+  // 16-bit head, whose strides and slices are multiples of 8 elements (latent_shape).
+  constexpr bool kQuadPush = kFixed && sizeof(T) == 2 && kCluster % 4 == 0;
   LatentTiling t = p.t;
   if constexpr (kFixed) {
     static_cast<LatentShape&>(t) = latent_shape(kR, kH, static_cast<int>(sizeof(T)), kCluster);
@@ -519,7 +552,13 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       s_u[r * t.ld_f + c] = u0;
       s_u[r * t.ld_f + c + 1] = u1;
       if (p.do_mlp) {
-        if (cg < t.kr) {
+        if constexpr (kQuadPush) {
+          // The quad's 8 channels of row r as one 16-byte piece (t.rc / 2 pairs a row, a
+          // multiple of 4: a quad shares its row, and whole warps run the loop together).
+          const uint4 v = quad_gather(pack_pair<T>(u0, u1), lane);
+          const int c0 = c_base + (c & ~7);
+          if (c0 < t.kr) push_quad<kCluster>(cluster, s_ub, r * t.ld_emb + c0, v, lane);
+        } else if (cg < t.kr) {
           for (int peer = 0; peer < t.cluster; ++peer) {
             store_pair(cluster.map_shared_rank(s_ub, peer) + r * t.ld_emb + cg, u0, u1);
           }
@@ -547,8 +586,18 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         const T* const b[2] = {s_wg + nt * 8, s_wu + nt * 8};
         warp_tile_mma<T, 2>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
         const int row = mt * 16 + (lane >> 2);
-        const int col = h_base + nt * 8 + (lane & 3) * 2;
-        if (col < t.kh) {
+        if constexpr (kQuadPush) {
+          // The quad's 8 hidden units of rows `row` and `row + 8` as two 16-byte pieces.
+          const uint4 top = quad_gather(
+              pack_pair<T>(silu(acc[0][0]) * acc[1][0], silu(acc[0][1]) * acc[1][1]), lane);
+          const uint4 bot = quad_gather(
+              pack_pair<T>(silu(acc[0][2]) * acc[1][2], silu(acc[0][3]) * acc[1][3]), lane);
+          const int c0 = h_base + nt * 8;
+          if (c0 < t.kh) {
+            push_quad<kCluster>(cluster, s_m, row * t.ld_m + c0, top, lane);
+            push_quad<kCluster>(cluster, s_m, (row + 8) * t.ld_m + c0, bot, lane);
+          }
+        } else if (const int col = h_base + nt * 8 + (lane & 3) * 2; col < t.kh) {
           const float m0 = silu(acc[0][0]) * acc[1][0], m1 = silu(acc[0][1]) * acc[1][1];
           const float m2 = silu(acc[0][2]) * acc[1][2], m3 = silu(acc[0][3]) * acc[1][3];
           for (int peer = 0; peer < t.cluster; ++peer) {
