@@ -34,11 +34,6 @@ constexpr int kCluster = 8, kRows = 16, kRc = kHeadR / kCluster, kHc = kHeadH / 
 // [R, hc], W_d [H, rc].
 constexpr int kWeightVecs = (kHeadR * kRc + kHeadB * kHeadB * kRc + 2 * kHeadR * kHc + kHeadH * kRc) / 8;
 
-__device__ __forceinline__ void cp_async16(void* s, const void* g) {
-  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(s));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(g));
-}
-
 template <int M>
 __global__ void __launch_bounds__(512, 1) skeleton(k::LatentArgs<T> p, int4* sink) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -56,7 +51,7 @@ __global__ void __launch_bounds__(512, 1) skeleton(k::LatentArgs<T> p, int4* sin
     auto slice = [&](const T* g, int rows, int width, int cols, int col0) {
       const int per_row = cols / 8;
       for (int i = tid; i < rows * per_row; i += 512) {
-        cp_async16(s_w + base + i, g + static_cast<int64_t>(i / per_row) * width + col0 + (i % per_row) * 8);
+        k::cp_async16(s_w + base + i, g + static_cast<int64_t>(i / per_row) * width + col0 + (i % per_row) * 8, 16);
       }
       base += rows * per_row;
     };
@@ -65,14 +60,13 @@ __global__ void __launch_bounds__(512, 1) skeleton(k::LatentArgs<T> p, int4* sin
     slice(p.wg, kHeadR, kHeadH, kHc, rank * kHc);
     slice(p.wu, kHeadR, kHeadH, kHc, rank * kHc);
     slice(p.wd, kHeadH, kHeadR, kRc, rank * kRc);
-    asm volatile("cp.async.commit_group;\n" ::);
+    k::cp_async_commit();
   };
   if (M >= kGathers) k::cluster_arrive_relaxed();
   if (M == kPrefetch) copy_weights();
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   if (M == kWeights) copy_weights();
-  int4 acc = make_int4(0, 0, 0, 0);
   if (M >= kTokens) {
     // One 16-byte vector of an embedding row a thread (16 rows x 32 vectors), behind its token.
     const int r = tid / 32, c = tid % 32;
@@ -94,7 +88,7 @@ __global__ void __launch_bounds__(512, 1) skeleton(k::LatentArgs<T> p, int4* sin
       for (int peer = 0; peer < kCluster; ++peer)
         cluster.map_shared_rank(s_u, peer)[r * kHeadR / 2 + rank * kRc / 2 + c] = v;
     }
-    if (M >= kWeights) asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    if (M >= kWeights) k::cp_async_wait<0>();
     cluster.sync();
     // m: 16 rows x hc hidden units as bf16 pairs into every CTA.
     if (tid < kRows * kHc / 2) {
@@ -115,8 +109,7 @@ __global__ void __launch_bounds__(512, 1) skeleton(k::LatentArgs<T> p, int4* sin
       *reinterpret_cast<int4*>(p.lat_out + (r - 1) * p.out_sb + rank * kRc + c * 8) = v;
     }
   } else if (tid == 0) {
-    acc.x = rank;
-    sink[blockIdx.x] = acc;
+    sink[blockIdx.x] = make_int4(rank, 0, 0, 0);
   }
 }
 
