@@ -12,6 +12,8 @@
 #   XPRESS_EXT_DEBUG=1        host code built -O0 -g (the CUDA kernels stay -O3)
 import glob
 import os
+import subprocess
+import sys
 
 from setuptools import find_packages, setup
 
@@ -24,6 +26,40 @@ from torch.utils.cpp_extension import (
 )
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def check_shared_libstdcxx(compilers) -> None:
+    """Refuse a toolchain that can only link libstdc++ statically.
+
+    torch's libraries use the process's shared libstdc++.  An extension holding its own static
+    copy (a toolchain that ships only libstdc++.a) loads and computes, but its first error
+    message crashes: the two copies' iostream locales do not mix (seen with an H200 image's
+    /opt/gcc, where every `TORCH_CHECK` that formatted a number segfaulted).  gcc and clang answer
+    `-print-file-name=` with the bare name when they find no such file.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    for cc in dict.fromkeys(compilers):
+        try:
+            found = subprocess.run([cc, "-print-file-name=libstdc++.so"], capture_output=True,
+                                   text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue  # a compiler that cannot run fails the build with its own message
+        if found == "libstdc++.so":  # anything else (a path, a wrapper's answer) is let through
+            raise RuntimeError(
+                f"xpress_ext: the compiler {cc} finds no shared libstdc++ (libstdc++.so), so it "
+                "would link a static copy into the extension, and that copy crashes beside "
+                "torch's shared one. Build with a compiler that has the shared library, e.g. "
+                "the system GCC: CC=gcc CXX=g++ (CC also picks nvcc's host compiler).")
+
+
+class _BuildExt(BuildExtension):
+    def build_extensions(self):
+        cc = self.compiler
+        programs = [getattr(cc, attr)[0] for attr in ("compiler_so", "compiler_cxx", "linker_so")
+                    if getattr(cc, attr, None)]
+        check_shared_libstdcxx(programs)
+        super().build_extensions()
 
 
 def _want_cuda() -> bool:
@@ -77,14 +113,15 @@ def _extension():
     )
 
 
-setup(
-    name="xpress_ext",
-    version="0.1.0",
-    description="CUDA/C++ custom ops for XPress speculative drafting and Inkling short convolution",
-    packages=find_packages(include=["xpress_ext", "xpress_ext.*"]),
-    ext_modules=[_extension()],
-    install_requires=["torch==2.11.0"],
-    python_requires=">=3.9",
-    cmdclass={"build_ext": BuildExtension},
-    options={"bdist_wheel": {"py_limited_api": "cp39"}},
-)
+if __name__ == "__main__":  # as setuptools runs it; tests import check_shared_libstdcxx
+    setup(
+        name="xpress_ext",
+        version="0.1.0",
+        description="CUDA/C++ custom ops for XPress speculative drafting and Inkling short convolution",
+        packages=find_packages(include=["xpress_ext", "xpress_ext.*"]),
+        ext_modules=[_extension()],
+        install_requires=["torch==2.11.0"],
+        python_requires=">=3.9",
+        cmdclass={"build_ext": _BuildExt},
+        options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    )
