@@ -354,6 +354,15 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // All-gathers as 16-byte pieces from the quads (push_quad): the kernels compiled for a
   // 16-bit head, whose strides and slices are multiples of 8 elements (latent_shape).
   constexpr bool kQuadPush = kFixed && sizeof(T) == 2 && kCluster % 4 == 0;
+  if constexpr (kQuadPush) {
+    constexpr LatentShape kS = latent_shape(kR, kH, 2, kCluster);
+    constexpr int kPairs = kS.rc / 2;  // the mixer walk's columns: one pair of channels each
+    static_assert(kPairs % 4 == 0 && (32 % kPairs == 0 || kPairs % 32 == 0) &&
+                      kLatentThreads % kPairs == 0,
+                  "mixer: a quad's lanes share a row, and whole warps run each step of the walk");
+    static_assert(kS.rc % 8 == 0 && kS.hc % 8 == 0 && kS.ld_emb % 8 == 0 && kS.ld_m % 8 == 0,
+                  "push_quad: 16-byte aligned pieces of 8 elements");
+  }
   LatentTiling t = p.t;
   if constexpr (kFixed) {
     static_cast<LatentShape&>(t) = latent_shape(kR, kH, static_cast<int>(sizeof(T)), kCluster);
