@@ -10,6 +10,8 @@
 #                             9.0a builds everything else and takes the GEMM + add_argmax path)
 #   MAX_JOBS                  parallel compile jobs (torch's ninja backend)
 #   XPRESS_EXT_DEBUG=1        host code built -O0 -g (the CUDA kernels stay -O3)
+#   CC, CXX                   host compilers (CC is also nvcc's -ccbin); they must link the
+#                             shared libstdc++ (check_shared_libstdcxx below)
 import glob
 import os
 import subprocess
