@@ -235,14 +235,20 @@ __device__ __forceinline__ void grid_dependency_sync_trigger_first() {
 #endif
 }
 
+// A 16-bit type's pair (v0, v1), each rounded to T, as one 32-bit word (v0 in the low half).
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(float v0, float v1) {
+  static_assert(sizeof(T) == 2, "16-bit types only");
+  const T x = from_float<T>(v0), y = from_float<T>(v1);
+  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&x)) |
+         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&y)) << 16);
+}
+
 // Stores a pair of adjacent elements (columns c, c+1 of one row) as one 4- or 8-byte word.
 template <typename T>
 __device__ __forceinline__ void store_pair(T* dst, float v0, float v1) {
   if constexpr (sizeof(T) == 2) {
-    struct alignas(4) Pair {
-      T x, y;
-    } p{from_float<T>(v0), from_float<T>(v1)};
-    *reinterpret_cast<Pair*>(dst) = p;
+    *reinterpret_cast<uint32_t*>(dst) = pack_pair<T>(v0, v1);
   } else {
     *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
   }

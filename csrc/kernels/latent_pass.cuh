@@ -294,15 +294,6 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
-// A 16-bit type's pair (v0, v1) rounded as store_pair rounds it, as one 32-bit word.
-template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(float v0, float v1) {
-  static_assert(sizeof(T) == 2, "16-bit types only");
-  const T x = from_float<T>(v0), y = from_float<T>(v1);
-  return static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&x)) |
-         (static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(&y)) << 16);
-}
-
 // The four lanes of a quad (lanes 4q .. 4q+3) each hold one pair of 8 adjacent columns of a
 // row, in lane order; returns the 16 bytes of all four, in every lane of the quad.  Every lane
 // of the warp must call it.
