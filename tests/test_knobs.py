@@ -48,7 +48,7 @@ torch.save(out, sys.argv[1])
 """
 
 KNOBS = ["XPRESS_EXT_TOPC_SPLITS", "XPRESS_EXT_TOPC_WARPS", "XPRESS_EXT_SCONV_TPW",
-         "XPRESS_EXT_ARGMAX_CTAS_PER_SM", "XPRESS_EXT_ARGMAX_ONE_WAVE"]
+         "XPRESS_EXT_ARGMAX_CTAS_PER_SM", "XPRESS_EXT_ARGMAX_ONE_WAVE", "XPRESS_EXT_ARGMAX_MAX_SPLITS"]
 
 
 def run_with(knobs, path):
@@ -65,9 +65,11 @@ def test_valid_values_change_no_result(tmp_path):
     runs = {}
     for name, knobs in [("default", {}),
                         ("a", {"XPRESS_EXT_TOPC_SPLITS": "1", "XPRESS_EXT_TOPC_WARPS": "1", "XPRESS_EXT_SCONV_TPW": "1",
-                               "XPRESS_EXT_ARGMAX_CTAS_PER_SM": "64", "XPRESS_EXT_ARGMAX_ONE_WAVE": "0"}),
+                               "XPRESS_EXT_ARGMAX_CTAS_PER_SM": "64", "XPRESS_EXT_ARGMAX_ONE_WAVE": "0",
+                               "XPRESS_EXT_ARGMAX_MAX_SPLITS": "1"}),
                         ("b", {"XPRESS_EXT_TOPC_SPLITS": "8", "XPRESS_EXT_TOPC_WARPS": "8", "XPRESS_EXT_SCONV_TPW": "8",
-                               "XPRESS_EXT_ARGMAX_CTAS_PER_SM": "1", "XPRESS_EXT_ARGMAX_ONE_WAVE": "64"})]:
+                               "XPRESS_EXT_ARGMAX_CTAS_PER_SM": "1", "XPRESS_EXT_ARGMAX_ONE_WAVE": "64",
+                               "XPRESS_EXT_ARGMAX_MAX_SPLITS": "8"})]:
         proc = run_with(knobs, tmp_path / f"{name}.pt")
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = torch.load(tmp_path / f"{name}.pt")
@@ -91,6 +93,7 @@ def test_valid_values_change_no_result(tmp_path):
     ("XPRESS_EXT_ARGMAX_ONE_WAVE", "2x", "XPRESS_EXT_ARGMAX_ONE_WAVE must be an integer from 0 to 64, got '2x'"),
     ("XPRESS_EXT_ARGMAX_ONE_WAVE", " 2", "XPRESS_EXT_ARGMAX_ONE_WAVE must be an integer from 0 to 64, got ' 2'"),
     ("XPRESS_EXT_ARGMAX_CTAS_PER_SM", "+2", "XPRESS_EXT_ARGMAX_CTAS_PER_SM must be an integer from 1 to 64, got '+2'"),
+    ("XPRESS_EXT_ARGMAX_MAX_SPLITS", "0", "XPRESS_EXT_ARGMAX_MAX_SPLITS must be 1, 2, 4 or 8, got '0'"),
 ])
 def test_other_values_are_errors(tmp_path, knob, value, message):
     proc = run_with({knob: value}, tmp_path / "bad.pt")

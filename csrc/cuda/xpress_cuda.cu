@@ -373,12 +373,16 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
   // - session 9 (with PDL, same run): per_sm 1: 5.8 / 12.2 / 36.9 / 67.7 / 131.1; per_sm 2 (two
   //   alternations): 5.9-6.0 / 15.3-15.4 / 37.0-37.3 / 67.8 / 131.1-131.2.
   // At N = 4, per_sm 1 gives 240 CTAs of a quarter row each, against 480 eighths with 2.
+  // Unlike topc_select's (below), fewer CTAs a row did not help the full draft step, whose start
+  // runs the bias-less argmax beside the hidden cache's GEMMs: session 30, bench.py, at most 4 / 2
+  // (XPRESS_EXT_ARGMAX_MAX_SPLITS) 211.7, 210.6 / 213.0, 210.6 us at N = 1 against 209.8, 209.8.
   int splits = 1;
   if (prop->major >= 9) {
-    // XPRESS_EXT_ARGMAX_CTAS_PER_SM (benchmarking only)
+    // XPRESS_EXT_ARGMAX_CTAS_PER_SM and XPRESS_EXT_ARGMAX_MAX_SPLITS (benchmarking only)
     static const int64_t per_sm = env_int("XPRESS_EXT_ARGMAX_CTAS_PER_SM", 1, 64, 1);
+    static const int max_splits = env_pow2("XPRESS_EXT_ARGMAX_MAX_SPLITS", k::kArgmaxMaxSplits);
     const int64_t target = per_sm * prop->multiProcessorCount;
-    while (splits < k::kArgmaxMaxSplits && rows * splits < target &&
+    while (splits < max_splits && rows * splits < target &&
            d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxThreads) * kV) {
       splits *= 2;
     }
@@ -582,10 +586,12 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   // split over a cluster pays off only while the clusters leave SMs idle -- 15 rows: 28.7 / 25.2
   // / 22.0 / 23.0 us with 1 / 2 / 4 / 8 CTAs per row; 60 rows: 28.6 / 25.8 / 27.9; 240 rows:
   // 44.8 / 61.9 with 1 / 2 (single launches) -- so: the most CTAs per row with rows * splits <=
-  // SMs.  8 (rows <= 16 on 132 SMs) since session 21: per launch in a replayed graph, the
-  // protocol of bench.py, 14.85-14.86 against 15.12-15.13 us with 4 at 15 rows (single launches
-  // 19.9-20.0 against 19.8-20.1).
-  constexpr int kPreferredMaxSplits = 8;
+  // SMs, at most 4.  Alone, 8 is slightly faster at 15 rows (graph replay: 14.85 against 15.12
+  // us in session 21; 13.6-13.7 against 13.8-14.0 in session 30's bench.py rows), but in the
+  // head's top-C step it runs on a side stream beside the hidden cache's GEMMs, and there 4 CTAs
+  // a row (60 CTAs, clusters of 4) leave them room: bench.py's top-C step at N = 1 80.3 / 81.5
+  // us against 85.3 / 87.6 with 8 (two alternations, one H200; same drafts; RESULTS.md).
+  constexpr int kPreferredMaxSplits = 4;
   while (splits < needed || (splits < kPreferredMaxSplits && rows * splits * 2 <= prop->multiProcessorCount &&
                              V / (splits * 2) >= 8LL * k::SelWide::kCtaThreads)) {
     splits *= 2;
