@@ -179,6 +179,37 @@ def test_step_start_forks_only_in_a_captured_graph(topc, tmp_path):
         assert len({e["args"]["stream"] for e in events}) == 1, "an eager step forked"
 
 
+@needs_cuda
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_side_stream_is_never_the_capture_stream(topc):
+    """torch.cuda.Stream() hands out pooled streams round-robin, so the head's side stream can
+    be the very stream a graph is captured on (torch.cuda.graph's default capture stream comes
+    from the same pool).  The head must then take another one: the captured step still forks
+    and joins, and its replays equal eager steps."""
+    head = make_head("cuda", topc=topc)
+    static = [t.clone() for t in step_inputs(head, 5, "cuda", seed=4)]
+    capture = torch.cuda.Stream()
+    capture.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(capture):
+        head.jacobi_refine_greedy(*static, 6)  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(capture)
+    index = torch.cuda.current_device()
+    head._sides[index] = capture  # as if the pool had handed out the capture stream
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(graph, stream=capture):
+        out = head.jacobi_refine_greedy(*static, 6)
+    assert head._sides[index] != capture
+    incoming = {}
+    for _, dst, _ in graph_edges(graph):
+        incoming[dst] = incoming.get(dst, 0) + 1
+    assert max(incoming.values()) >= 2, "no join: the step's start ran on the capture stream"
+    graph.replay()
+    eager = head.jacobi_refine_greedy(*static, 6).clone()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("fmt", ["state_dict", "torch_save", "safetensors"])
 @torch.no_grad()

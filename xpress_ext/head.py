@@ -116,10 +116,18 @@ class XPressRefinerHead(nn.Module):
         if device.type != "cuda" or torch.compiler.is_compiling() or not torch.cuda.is_current_stream_capturing():
             return None
         index = torch.cuda.current_device() if device.index is None else device.index
+        # torch.cuda.Stream() hands out streams round-robin from a pool of 32, the pool
+        # torch.cuda.graph takes its default capture stream from: the side stream must not be the
+        # stream being captured, or the fork is a no-op and the step's start runs serially
+        # (test_side_stream_is_never_the_capture_stream).
+        current = torch.cuda.current_stream(index)
         side = self._sides.get(index)
-        if side is None:
-            side = self._sides[index] = torch.cuda.Stream(index)
-        return side
+        for _ in range(64):
+            if side is not None and side != current:
+                self._sides[index] = side
+                return side
+            side = torch.cuda.Stream(index)
+        return None  # (a pool that only ever returns the current stream: no fork)
 
     @torch.no_grad()
     def process_weights_after_loading(self) -> None:
