@@ -140,6 +140,28 @@ def test_topc_pass_runs_only_this_package_kernels():
         assert any("gather_gemv_kernel" in n for n in kernels) and any("topc_argmax" in n for n in kernels), kernels
 
 
+def warm_up_on(stream, head, static):
+    """One step on `stream` (a side stream, as graph capture wants its warm-up)."""
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        head.jacobi_refine_greedy(*static, 6)
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+def assert_joins_and_replays(graph, out, head, static):
+    """The captured step joins two branches (its start ran beside the hidden cache), and a replay
+    writes what an eager step returns, which is returned."""
+    incoming = {}
+    for _, dst, _ in graph_edges(graph):
+        incoming[dst] = incoming.get(dst, 0) + 1
+    assert max(incoming.values()) >= 2, "no join: the step's start did not run beside the hidden cache"
+    graph.replay()
+    eager = head.jacobi_refine_greedy(*static, 6).clone()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+    return eager
+
+
 @needs_cuda
 @pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
 @torch.no_grad()
@@ -151,22 +173,11 @@ def test_step_start_forks_only_in_a_captured_graph(topc, tmp_path):
     reference's drafts."""
     head = make_head("cuda", topc=topc)
     static = [t.clone() for t in step_inputs(head, 5, "cuda", seed=4)]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        head.jacobi_refine_greedy(*static, 6)  # warm-up outside capture
-    torch.cuda.current_stream().wait_stream(side)
+    warm_up_on(torch.cuda.Stream(), head, static)
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(graph):
         out = head.jacobi_refine_greedy(*static, 6)
-    incoming = {}
-    for _, dst, _ in graph_edges(graph):
-        incoming[dst] = incoming.get(dst, 0) + 1
-    assert max(incoming.values()) >= 2, "no join: the step's start did not run beside the hidden cache"
-    graph.replay()
-    eager = head.jacobi_refine_greedy(*static, 6).clone()
-    torch.cuda.synchronize()
-    assert torch.equal(out, eager)
+    eager = assert_joins_and_replays(graph, out, head, static)
     expect, margins = ref.jacobi_refine_greedy(head, *static, 6, return_margins=True)
     assert margins.min() > draft.TIE_MARGIN[torch.float32]
     assert torch.equal(eager, expect)
@@ -190,24 +201,14 @@ def test_side_stream_is_never_the_capture_stream(topc):
     head = make_head("cuda", topc=topc)
     static = [t.clone() for t in step_inputs(head, 5, "cuda", seed=4)]
     capture = torch.cuda.Stream()
-    capture.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(capture):
-        head.jacobi_refine_greedy(*static, 6)  # warm-up outside capture
-    torch.cuda.current_stream().wait_stream(capture)
+    warm_up_on(capture, head, static)
     index = torch.cuda.current_device()
     head._sides[index] = capture  # as if the pool had handed out the capture stream
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(graph, stream=capture):
         out = head.jacobi_refine_greedy(*static, 6)
     assert head._sides[index] != capture
-    incoming = {}
-    for _, dst, _ in graph_edges(graph):
-        incoming[dst] = incoming.get(dst, 0) + 1
-    assert max(incoming.values()) >= 2, "no join: the step's start ran on the capture stream"
-    graph.replay()
-    eager = head.jacobi_refine_greedy(*static, 6).clone()
-    torch.cuda.synchronize()
-    assert torch.equal(out, eager)
+    assert_joins_and_replays(graph, out, head, static)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -307,9 +307,8 @@ def test_compile_fullgraph(device):
 def test_cuda_cluster_sizes(rows, V, cta):
     """Shapes for which the launcher's rule picks clusters of 4, 2 and 1 CTAs per row on an
     H200 (132 SMs: the most, up to 4, while rows * CTAs <= SMs; 300 rows also take the narrow
-    CTA), and
-    vocabularies that need 4 and 8 (a CTA's slice holds at most 262,144 elements).  The
-    launched kernel is the one topc_select_plan names."""
+    CTA), and vocabularies that need 4 and 8 (a CTA's slice holds at most 262,144 elements).
+    The launched kernel is the one topc_select_plan names."""
     logits = random_logits((rows, V), torch.bfloat16, "cuda", rows)
     blk = blk_with_sentinel(rows, 2, "cuda")
     splits, threads, _, _ = torch.ops.xpress_ext.topc_select_plan(rows, V, 512, 0)

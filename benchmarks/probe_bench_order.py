@@ -1,0 +1,45 @@
+"""Why bench.py's draft_topc N = 1 row reads 91-104 us in a full run but ~80 in a short one
+(RESULTS.md, session 30): times bench.py's own top-C case at N = 1 before and after the full
+path's N = 256 case (with its baselines), after 3 s idle and after freeing that case, with the
+GPU's SM clock, power and temperature from nvidia-smi.
+
+    PYTHONPATH=$PWD python benchmarks/probe_bench_order.py
+"""
+import os, sys, time, subprocess
+sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks")); sys.path.insert(0, os.getcwd())
+import torch
+import bench
+from xpress_ext import timing
+
+def clocks():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu", "--format=csv,noheader"],
+                              capture_output=True, text=True).stdout.strip()
+    except Exception as e:
+        return str(e)
+
+def t(case, label):
+    bench._HEADS["head"].topc = bench.C  # draft_case sets it when a case is built; cases share the head
+    with torch.no_grad():
+        us = [timing.cuda_graph_us(case.ours, case.nsets, calls=3) for _ in range(3)]
+    print(f"{label}: " + " / ".join(f"{u:.1f}" for u in us) + f" us  [{clocks()}]", flush=True)
+
+g = torch.Generator().manual_seed(0)
+c1 = bench.draft_case("topc", 1, g)
+t(c1, "top-C N=1, first")
+big = bench.draft_case("full", 256, g)
+bench._HEADS["head"].topc = 0
+with torch.no_grad():
+    for fn, name in ((big.ours, "ours"), (big.eager, "torch"), (big.triton, "triton")):
+        if fn is None:
+            continue
+        us = timing.cuda_graph_us(fn, big.nsets, calls=3)
+        print(f"full N=256 {name}: {us:.1f} us [{clocks()}]", flush=True)
+t(c1, "top-C N=1, right after the full path's N=256 case (same case object)")
+c1b = bench.draft_case("topc", 1, g)
+t(c1b, "top-C N=1, a new case")
+time.sleep(3)
+t(c1b, "top-C N=1, after 3 s idle")
+del big
+torch.cuda.empty_cache()
+t(c1b, "top-C N=1, after freeing the N=256 case")
