@@ -33,8 +33,10 @@ cand = torch.randint(0, 1000, (2, 4, 64), generator=g).cuda()
 blk = torch.zeros(2, 5, dtype=torch.long, device="cuda")
 xpress_ext.topc_argmax_to_blk(base_c, bias_c, cand, blk)
 out["topc_argmax"] = blk.cpu()
-base = torch.randn(2, 4, 5000, generator=g).to(torch.bfloat16).cuda()
-bias = torch.randn(2, 4, 5000, generator=g).to(torch.bfloat16).cuda()
+# wide enough for clusters of up to 8 CTAs a row (a CTA takes >= 4,096 elements), so the
+# add+argmax knobs' values launch different splits
+base = torch.randn(2, 4, 40000, generator=g).to(torch.bfloat16).cuda()
+bias = torch.randn(2, 4, 40000, generator=g).to(torch.bfloat16).cuda()
 blk = torch.zeros(2, 5, dtype=torch.long, device="cuda")
 xpress_ext.add_argmax_to_blk(base, bias, blk)
 out["add_argmax"] = blk.cpu()
