@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import torch
 
@@ -41,6 +42,15 @@ L2_DEFEAT_BYTES = 160 << 20
 NS = [1, 4, 16, 32, 64, 128, 256]
 RESULTS_JSON = os.path.join(HERE, "results.json")
 CHECK_TOLERANCE = 0.15
+# The GPU's clocks right after heavy work: the full path's N = 256 case draws ~670 W, near the
+# H200's power limit, and for a while after it the SM clock sits at 1,860-1,920 MHz instead of
+# 1,965-1,980, so a short case timed then reads up to 20 % high (the top-C step at N = 1: 86-97 µs
+# right after the full path's sweep, 80-82 once idle; RESULTS.md, session 31).  Before each timing
+# (this package's graph and eager timings, torch's, Triton's) the suite idles as long as the GPU
+# was busy since the last idle, at most SETTLE_S seconds, so every timing starts from the same
+# state and none inherits the clocks a heavier one left.  The idle is a busy-wait on the host,
+# whose clocks would otherwise drop and slow the eager (Python-launched) timings.
+SETTLE_S = 1.0
 ANALYSIS_MARKER = "## Against TARGETS.md"
 
 
@@ -311,9 +321,26 @@ CASES = {
 }
 
 
-def run(ops, gbs) -> list[dict]:
+class Settler:
+    """Idles before a timing for as long as the work since the last idle took, at most `settle`
+    seconds (a busy-wait: see SETTLE_S)."""
+
+    def __init__(self, settle: float, clock=time.perf_counter):
+        self.settle, self.clock = settle, clock
+        self.since = clock()
+
+    def __call__(self):
+        torch.cuda.synchronize()
+        end = self.clock() + min(self.settle, self.clock() - self.since)
+        while self.clock() < end:
+            pass
+        self.since = self.clock()
+
+
+def run(ops, gbs, settle=SETTLE_S) -> list[dict]:
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
+    idle = Settler(settle)
     rows = []
     for op in ops:
         build, sweep = CASES[op]
@@ -323,9 +350,13 @@ def run(ops, gbs) -> list[dict]:
             calls = 3 if is_step else 20
             r = dict(op=op, size=size, bytes=case.nbytes, baseline_ok=case.baseline_ok, **case.info)
             with torch.no_grad():
+                idle()
                 r["ours_us"] = timing.cuda_graph_us(case.ours, case.nsets, calls=calls)
+                idle()
                 r["ours_eager_us"] = timing.cuda_eager_us(case.ours, case.nsets, calls=calls)
+                idle()
                 r["torch_us"] = timing.cuda_graph_us(case.eager, case.nsets, calls=calls)
+                idle()
                 r["triton_us"] = timing.cuda_graph_us(case.triton, case.nsets, calls=calls) if case.triton else None
             r["limit_us"] = case.nbytes / (gbs * 1e9) * 1e6
             r["pct_limit"] = 100 * r["limit_us"] / r["ours_us"]
@@ -383,9 +414,9 @@ def plot(rows, path):
     fig.savefig(path, dpi=110)
 
 
-def record(rows, gbs, command, out_dir):
+def record(rows, gbs, command, out_dir, settle=SETTLE_S):
     env = dict(date=datetime.date.today().isoformat(), gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-               cuda=torch.version.cuda, read_gbs=round(gbs), command=command)
+               cuda=torch.version.cuda, read_gbs=round(gbs), command=command, settle_s=settle)
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
         json.dump(dict(env=env, rows=rows), f, indent=1)
@@ -406,7 +437,9 @@ def record(rows, gbs, command, out_dir):
                 "baseline written from the seeds (`benchmarks/baselines/`), \"torch\" is eager torch doing the\n"
                 "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand; for readout_argmax: the GEMM, the add and argmax, and as \"Triton\" the seed's pass, `torch.mm` into a bias and then its Triton argmax); all measured in one\n"
                 "process, every baseline checked against the reference before it was timed.  \"limit\" = bytes the\n"
-                "op must move / the measured read bandwidth.\n\n")
+                "op must move / the measured read bandwidth.  Before each timing the suite idled as long as the\n"
+                f"GPU had been busy since its last idle, at most {env['settle_s']:g} s, so that no timing inherits the\n"
+                "clocks a heavier one left (`SETTLE_S` in bench.py).\n\n")
         f.write("![speed-up of xpress_ext over the Triton baseline and eager torch, and the bandwidth limit](bench.png)\n\n")
         f.write(markdown(rows) + "\n\n")
         f.write(analysis)
@@ -459,6 +492,7 @@ def main(argv=None) -> int:
                    help="also write RESULTS.md, results.json and bench.png to DIR (kept in benchmarks/)")
     p.add_argument("--check", action="store_true", help="compare the ratios with benchmarks/results.json")
     p.add_argument("--profile", default=None, help="write torch.profiler traces of a draft step here")
+    p.add_argument("--settle", type=float, default=SETTLE_S, help="most seconds of idle before a timing (SETTLE_S)")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks need a CUDA device")
@@ -470,7 +504,7 @@ def main(argv=None) -> int:
     gbs = read_bandwidth_gbs()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, read bandwidth {gbs:.0f} GB/s, "
           f"Triton baselines: {'yes' if tb.HAVE_TRITON else 'no (not installed)'}")
-    rows = run(a.ops.split(","), gbs)
+    rows = run(a.ops.split(","), gbs, a.settle)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "bench.json"), "w") as f:
@@ -479,7 +513,7 @@ def main(argv=None) -> int:
             f.write(markdown(rows) + "\n")
         plot(rows, os.path.join(a.out, "bench.png"))
     if a.write_results:
-        record(rows, gbs, "python benchmarks/bench.py --write-results benchmarks", a.write_results)
+        record(rows, gbs, "python benchmarks/bench.py --write-results benchmarks", a.write_results, a.settle)
         plot(rows, os.path.join(a.write_results, "bench.png"))
     return check(rows, recorded) if a.check else 0
 

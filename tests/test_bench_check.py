@@ -60,9 +60,32 @@ def test_results_md_is_what_write_results_writes(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.torch.cuda, "get_device_name", lambda *a: env["gpu"])
     monkeypatch.setattr(bench.torch, "__version__", env["torch"])
     monkeypatch.setattr(bench.torch.version, "cuda", env["cuda"])
-    bench.record(recorded["rows"], env["read_gbs"], env["command"], str(tmp_path))
+    bench.record(recorded["rows"], env["read_gbs"], env["command"], str(tmp_path), env["settle_s"])
     regenerated = (tmp_path / "RESULTS.md").read_text().split("\n")
     lines = committed.split("\n")
     assert len(regenerated) == len(lines)
     assert lines[2].startswith(f"**{env['date']}, one {env['gpu']}, torch {env['torch']}, CUDA {env['cuda']}.**")
     assert regenerated[:2] + regenerated[3:] == lines[:2] + lines[3:]
+
+
+def test_settler_idles_as_long_as_the_work_since_the_last_idle_at_most_settle(monkeypatch):
+    """Before each timing bench.run idles for as long as the GPU was busy since the last idle,
+    capped at `settle` seconds (a fake clock that advances 1 ms a reading stands in for time)."""
+    now = [0.0]
+
+    def clock():
+        now[0] += 0.001
+        return now[0]
+
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda *a: None)
+    idle = bench.Settler(1.0, clock)
+
+    def idled(work):
+        now[0] += work
+        t0 = now[0]
+        idle()
+        return now[0] - t0
+
+    assert 0.3 <= idled(0.3) <= 0.31  # as long as the work before it
+    assert 1.0 <= idled(5.0) <= 1.01  # at most settle
+    assert idled(0.0) <= 0.01  # nothing since the last idle: (almost) no wait
