@@ -58,6 +58,7 @@ def run_script(tmp_path, fake, tools, files, **env):
     log = tmp_path / "calls.log"
     log.write_text("")
     full_env = dict(os.environ, COMPUTE_SANITIZER=str(fake), FAKE_CS_LOG=str(log), SANITIZE_JOBS="2")
+    full_env.pop("CUDA_VISIBLE_DEVICES", None)  # the script's own choice of GPUs is what is checked
     full_env.update({"SANITIZE_GPUS": "0", **env})
     p = subprocess.run(["bash", str(ROOT / "scripts" / "sanitize.sh"), str(out), tools, *map(str, files)],
                        env=full_env, capture_output=True, text=True, timeout=120)
