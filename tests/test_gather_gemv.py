@@ -108,6 +108,37 @@ def test_nan_and_inf(device, dtype):
     assert bitwise_equal(out[~nan], want[~nan])
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("K", [256, 300, 600, 40, 7])
+def test_cpu_fma_instruction_and_portable_loops_agree(monkeypatch, dtype, K):
+    """The CPU op runs its loops built with the FMA instruction where the CPU has it;
+    XPRESS_EXT_CPU_FMA=0 takes the portable build of the same loops (fma from libm).  Both equal
+    the reference bitwise, on whole rounds of lanes (K = 256 / 600 at 16-bit, 600 at fp32), a
+    partial last round, rows shorter than a round, subnormal terms and cancellation; NaN and
+    inf give the same positions."""
+    table, ids, x = case((3, 5), 40, K, 200, dtype, "cpu", K)
+    table[3] = table[3] * 1e-37  # tiny terms: subnormal in fp32 and bf16, zero in fp16
+    table[4] = 1000.0
+    table[4, ::2] = -1000.0  # large terms that cancel
+    ids[0, :4, 0] = torch.tensor([3, 4, 4, 3])
+    table[5, K // 2] = float("inf")
+    table[6, 0] = float("nan")
+    ids[1, 0, :2] = torch.tensor([5, 6])
+    want = ref.gather_gemv(table, ids, x)
+    outs = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("XPRESS_EXT_CPU_FMA", setting)
+        outs[setting] = run(table, ids, x)
+    nan = want.isnan()
+    assert nan[1, 0, 1]
+    for out in outs.values():
+        assert torch.equal(out.isnan(), nan)
+        assert bitwise_equal(out[~nan], want[~nan])
+    monkeypatch.setenv("XPRESS_EXT_CPU_FMA", "yes")
+    with pytest.raises(ValueError, match="XPRESS_EXT_CPU_FMA must be 0 or 1"):
+        run(table, ids, x)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_strided_ids_and_out(device):
     """ids read through a transposed view, out written through a strided view (the elements

@@ -14,6 +14,7 @@
 
 #include "../checks.h"
 #include "../dispatch.h"
+#include "../env.h"
 #include "../kernels/argmax_key.h"
 #include "../ops.h"
 
@@ -267,6 +268,76 @@ void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor&
   });
 }
 
+namespace {
+
+// One output of gather_gemv in the CUDA kernel's order (gather_gemv.cuh): lane l of 32 owns the
+// elements k with (k / kV) % 32 == l, summed in increasing k with fma; then the xor butterfly.
+// A round of 32 * kV elements gives each lane one chunk of kV: the round's weights are
+// transposed so that the 32 lanes' fmas of one position in their chunks are one contiguous
+// loop (vectorised), and x comes pre-arranged the same way (gemv_arrange_x).  The elements
+// after the last whole round go chunk by chunk.  Always inlined, so that gemv_dot_fma below
+// compiles the same code with the FMA and AVX2 instructions.
+template <int64_t kV>
+inline void gemv_arrange_x(const float* x, float* xr, int64_t K) {
+  constexpr int64_t kRound = 32 * kV;
+  int64_t k0 = 0;
+  for (; k0 + kRound <= K; k0 += kRound) {
+    for (int64_t l = 0; l < 32; ++l) {
+      for (int64_t j = 0; j < kV; ++j) xr[k0 + j * 32 + l] = x[k0 + l * kV + j];
+    }
+  }
+  std::copy(x + k0, x + K, xr + k0);
+}
+
+template <int64_t kV, typename scalar_t>
+__attribute__((always_inline)) inline float gemv_dot(const scalar_t* w, const float* xr, int64_t K) {
+  constexpr int64_t kRound = 32 * kV;
+  float part[32] = {};
+  int64_t k0 = 0;
+  for (; k0 + kRound <= K; k0 += kRound) {
+    float wt[kV * 32];
+    for (int64_t l = 0; l < 32; ++l) {
+      for (int64_t j = 0; j < kV; ++j) wt[j * 32 + l] = static_cast<float>(w[k0 + l * kV + j]);
+    }
+    for (int64_t j = 0; j < kV; ++j) {
+      for (int64_t l = 0; l < 32; ++l) part[l] = std::fma(wt[j * 32 + l], xr[k0 + j * 32 + l], part[l]);
+    }
+  }
+  for (int64_t c0 = k0; c0 < K; c0 += kV) {  // the last, partial round: a lane's chunk at a time
+    float& p = part[(c0 / kV) % 32];
+    const int64_t c1 = std::min(K, c0 + kV);
+    for (int64_t k = c0; k < c1; ++k) p = std::fma(static_cast<float>(w[k]), xr[k], p);
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    float next[32];
+    for (int l = 0; l < 32; ++l) next[l] = part[l] + part[l ^ off];
+    std::copy(next, next + 32, part);
+  }
+  return part[0];
+}
+
+// The same with fma as one instruction, and 8-wide vectors, where the CPU has them (x86-64
+// builds target neither by default, so std::fma is a libm call per element): fma rounds once
+// either way, so the bits are the same.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+template <int64_t kV, typename scalar_t>
+__attribute__((target("avx2,fma"))) float gemv_dot_fma(const scalar_t* w, const float* xr, int64_t K) {
+  return gemv_dot<kV>(w, xr, K);
+}
+inline bool cpu_has_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+#else
+template <int64_t kV, typename scalar_t>
+float gemv_dot_fma(const scalar_t* w, const float* xr, int64_t K) {
+  return gemv_dot<kV>(w, xr, K);
+}
+inline bool cpu_has_fma() { return false; }
+#endif
+
+}  // namespace
+
 void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
                      bool /*reverse: a traversal-order hint for the CUDA kernel; same results*/) {
   const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
@@ -274,32 +345,24 @@ void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::T
   check_gather_gemv_ids(d, ids);
   const auto st = gather_gemv_stride;
   const int64_t* id = ids.const_data_ptr<int64_t>();
+  // XPRESS_EXT_CPU_FMA=0 takes the portable build of the same loops (tests; read per call).
+  const bool fma = cpu_has_fma() && env_choice("XPRESS_EXT_CPU_FMA", {"0", "1"}, 1) == 1;
   XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_gemv", c10::BFloat16, c10::Half, float, [&] {
-    // The CUDA kernel's order (gather_gemv.cuh): lane l of 32 owns the elements k with
-    // (k / kV) % 32 == l, summed in increasing k with fma; then the xor butterfly.
-    constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(scalar_t));
+    constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(scalar_t));  // elements per 16-byte load
     const scalar_t* w = table.const_data_ptr<scalar_t>();
     const scalar_t* xs = x.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, d.S1 * d.S2, 1, [&](int64_t r0, int64_t r1) {
-      std::vector<float> xf(d.K);
+      std::vector<float> xf(d.K), xr(d.K);
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t s1 = r / d.S2, s2 = r % d.S2;
         const scalar_t* xrow = xs + s1 * st(x, 0) + s2 * st(x, 1);
         for (int64_t k = 0; k < d.K; ++k) xf[k] = static_cast<float>(xrow[k]);
+        gemv_arrange_x<kV>(xf.data(), xr.data(), d.K);
         for (int64_t m = 0; m < d.M; ++m) {
           const scalar_t* wrow = w + id[s1 * st(ids, 0) + s2 * st(ids, 1) + m * st(ids, 2)] * table.stride(0);
-          float part[32] = {};
-          for (int64_t k = 0; k < d.K; ++k) {
-            float& p = part[(k / kV) % 32];
-            p = std::fma(static_cast<float>(wrow[k]), xf[k], p);
-          }
-          for (int off = 16; off > 0; off >>= 1) {
-            float next[32];
-            for (int l = 0; l < 32; ++l) next[l] = part[l] + part[l ^ off];
-            std::copy(next, next + 32, part);
-          }
-          o[s1 * st(out, 0) + s2 * st(out, 1) + m * st(out, 2)] = static_cast<scalar_t>(part[0]);
+          const float dot = fma ? gemv_dot_fma<kV>(wrow, xr.data(), d.K) : gemv_dot<kV>(wrow, xr.data(), d.K);
+          o[s1 * st(out, 0) + s2 * st(out, 1) + m * st(out, 2)] = static_cast<scalar_t>(dot);
         }
       }
     });
