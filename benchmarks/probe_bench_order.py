@@ -9,7 +9,9 @@
         runs bench.run over those ops first (every row, as a full run does), then times the
         top-C case at N = 1 as bench.run would, and again after gc.collect() + empty_cache(),
         and with a new head, printing the allocator's state and the live CUDA graphs each time
-        (session 31's bisection of the op list).
+        (session 31's bisection of the op list).  Its rows are timed without bench.py's idle
+        before each timing (`--settle 0`, as session 30's full runs timed them), which is what
+        shows the effect; `--settle 1` times them as bench.py now does.
 """
 import argparse, gc, os, sys, time, subprocess
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks")); sys.path.insert(0, os.getcwd())
@@ -37,12 +39,13 @@ def t(case, label):
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--before", default=None)
+ap.add_argument("--settle", type=float, default=0.0, help="bench.run's most seconds of idle before a timing")
 a = ap.parse_args()
 
 if a.before is not None:
     gbs = bench.read_bandwidth_gbs()  # as bench.main does, before any case
     t0 = time.time()
-    bench.run([o for o in a.before.split(",") if o], gbs)
+    bench.run([o for o in a.before.split(",") if o], gbs, a.settle)
     print(f"--- after {a.before} ({time.time() - t0:.0f} s)", flush=True)
     g = torch.Generator().manual_seed(0)
     c1 = bench.draft_case("topc", 1, g)
