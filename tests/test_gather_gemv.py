@@ -113,9 +113,11 @@ def test_nan_and_inf(device, dtype):
 def test_cpu_fma_instruction_and_portable_loops_agree(monkeypatch, dtype, K):
     """The CPU op runs its loops built with the FMA instruction where the CPU has it;
     XPRESS_EXT_CPU_FMA=0 takes the portable build of the same loops (fma from libm).  Both equal
-    the reference bitwise, on whole rounds of lanes (K = 256 / 600 at 16-bit, 600 at fp32), a
-    partial last round, rows shorter than a round, subnormal terms and cancellation; NaN and
-    inf give the same positions."""
+    the reference bitwise: K = 256 is whole rounds of 32 lanes at every dtype (a round is 256
+    elements at 16-bit, 128 at fp32), 300 and 600 whole rounds and a partial one, 40 and 7 rows
+    shorter than a round; subnormal terms and cancellation; NaN and inf give the same positions.
+    (It cannot tell which build ran: on a CPU without AVX2 and FMA both settings take the
+    portable one.)"""
     table, ids, x = case((3, 5), 40, K, 200, dtype, "cpu", K)
     table[3] = table[3] * 1e-37  # tiny terms: subnormal in fp32 and bf16, zero in fp16
     table[4] = 1000.0
