@@ -6,10 +6,18 @@
 // whether the outputs of the two cluster sizes are bitwise equal.
 //
 // The kernel is the generic one (sizes read at run time), or with a third argument "fixed" the
-// one the launcher takes at this head, compiled for its sizes.
+// one the launcher takes at this head, compiled for its sizes.  A fourth argument "prefetch"
+// launches as the head does: weights copied before the grid-dependency wait, programmatic
+// dependent launch on.
+//
+// The marks are global stores by thread 0, and the release of the cluster barrier after a mark
+// waits for its store: the marks make each cluster.sync look longer and the kernel slower
+// (session 32, graph replay of the compiled kernel at N = 1 with prefetch: 7.73-7.77 us with
+// the marks, 7.30 without).  -DXPRESS_LATENT_PHASES_NO_MARKS builds the kernel without them
+// (times only, no phase table): compare variants' times in that build.
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/latent_pass_phases.cu -o /tmp/lp && /tmp/lp N [BLOCKS_PER_GROUP [fixed]]
+//        benchmarks/latent_pass_phases.cu -o /tmp/lp && /tmp/lp N [BLOCKS_PER_GROUP [fixed [prefetch]]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -19,22 +27,27 @@
 #include <vector>
 
 __device__ long long g_latent_probe[2048 * 4 * 16];
+#ifndef XPRESS_LATENT_PHASES_NO_MARKS
 #define XPRESS_LATENT_PROBE g_latent_probe
+#endif
 #include "kernels/latent_pass.cuh"
 #include "latent_harness.cuh"
 
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
 
+#ifndef XPRESS_LATENT_PHASES_NO_MARKS
 static const char* kPhase[15] = {"issue wlat/mix", "issue emb/xh/w", "wait copies", "phase 1",
                                   "x sum", "peers up", "mixer+u gather", "wait wg/wu", "csync 1",
                                   "phase 2+m gather", "wait wd", "csync 2", "phase 3", "out",
                                   "end sync"};
+#endif
 
 int main(int argc, char** argv) {
   const int N = argc > 1 ? std::atoi(argv[1]) : 1;
   const int bpg = argc > 2 ? std::atoi(argv[2]) : 1;
   const bool fixed = argc > 3 && std::strcmp(argv[3], "fixed") == 0;
+  const bool prefetch = argc > 4 && std::strcmp(argv[4], "prefetch") == 0;
   const int B = kHeadB, R = kHeadR, H = kHeadH;
   const k::LatentArgs<T> inputs = head_latent_args(N);
   const size_t out_elems = (size_t)N * (B - 1) * R;
@@ -55,7 +68,8 @@ int main(int argc, char** argv) {
     a.t = k::make_latent_tiling(R, H, B, 2, cluster, bpg);
     a.num_groups = (N + bpg - 1) / bpg;
     a.full_groups = a.num_groups;  // uniform groups (no smaller last round)
-    cudaLaunchAttribute attr[1];
+    a.prefetch_weights = prefetch;
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = cluster;
     attr[0].val.clusterDim.y = 1;
@@ -65,19 +79,23 @@ int main(int argc, char** argv) {
     cfg.blockDim = dim3(k::kLatentThreads);
     cfg.dynamicSmemBytes = a.t.smem_bytes;
     cfg.stream = stream;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     int maxc = 0;
     CK(cudaOccupancyMaxActiveClusters(&maxc, kernel, &cfg));
     const int gc = std::min(a.num_groups, maxc);
+    cfg.numAttrs = prefetch ? 2 : 1;
     cfg.gridDim = dim3(gc * cluster);
     const LaunchTimes tm = time_launches(stream, [&](cudaStream_t) { CK(cudaLaunchKernelEx(&cfg, kernel, a)); });
     const int ctas = gc * cluster;
     std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
     CK(cudaMemcpyFromSymbol(pr.data(), g_latent_probe, pr.size() * sizeof(long long)));
-    std::printf("%s N=%d cluster=%d rows/group=%d groups=%d clusters=%d smem=%zu: %.2f us single launch, %.2f us graph replay\n",
-                fixed ? "fixed" : "generic", N, cluster, a.t.rows, a.num_groups, gc, a.t.smem_bytes, tm.single_us,
+    std::printf("%s%s N=%d cluster=%d rows/group=%d groups=%d clusters=%d smem=%zu: %.2f us single launch, %.2f us graph replay\n",
+                fixed ? "fixed" : "generic", prefetch ? " prefetch" : "", N, cluster, a.t.rows, a.num_groups, gc, a.t.smem_bytes, tm.single_us,
                 tm.graph_us);
+#ifndef XPRESS_LATENT_PHASES_NO_MARKS
     const int groups_first = (a.num_groups + gc - 1) / gc;
     for (int g = 0; g < std::min(groups_first, 4); ++g) {
       std::printf("  group %d, mean cycles over the CTAs that walk it:", g);
@@ -97,6 +115,7 @@ int main(int argc, char** argv) {
       }
       std::printf(" total %.0f\n", total);
     }
+#endif
     std::vector<uint16_t> host(out_elems);
     CK(cudaMemcpy(host.data(), out, out_elems * 2, cudaMemcpyDeviceToHost));
     uint64_t h = 1469598103934665603ull;  // FNV-1a of the output bits, to compare builds

@@ -272,6 +272,31 @@ def test_tail_groups_same_bits(monkeypatch, dtype, shape, do_mlp):
         torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
 
 
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("N", [2, 150])
+@pytest.mark.parametrize("prefetch", [False, True], ids=["plain", "prefetch"])
+def test_cluster_walks_same_bits(monkeypatch, dtype, N, prefetch):
+    """The cluster kernel compiled for the head against its generic build, with one group a
+    cluster (N = 2) and a walk of several groups a cluster (N = 150 forced onto the cluster
+    variant: 75 groups, five a cluster on an H200's 15), where every group reuses the gathered
+    buffers and a peer's stores for the next group follow this group's reads: the same bits
+    both ways, with and without the prefetched weights, and run after run."""
+    shape = (N, 16, 256, 512, 500)
+    inp = latent_inputs(*shape, dtype, "cuda", seed=13)
+    monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
+    plan = torch.ops.xpress_ext.latent_pass_plan(*shape[:4], dtype, 0)
+    assert plan[0] == 8 and plan[9] == 1, plan  # the compiled kernel, 8-CTA clusters
+    if N > 2:
+        assert plan[12] >= 3 * plan[5], plan  # three or more groups a cluster (five on an H200)
+    fixed = run_latent(inp, prefetch_weights=prefetch)
+    assert_latent_close(fixed, inp)
+    for _ in range(3):
+        assert torch.equal(run_latent(inp, prefetch_weights=prefetch), fixed)
+    monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", "0")
+    assert torch.equal(run_latent(inp, prefetch_weights=prefetch), fixed)
+
+
 VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32}
 
 

@@ -1,0 +1,44 @@
+"""The latent kernel alone and in the head's draft steps, for an A/B between two builds of the
+extension (RESULTS.md, session 32, "The cluster kernel's all-gathers on mbarriers"): in one
+process, latent_pass at the bench's shapes (N = 1, 4, 16, 32; without and with
+prefetch_weights), then the top-C and full-vocabulary draft steps (K = 6) at N = 1, 4 and 32,
+each timed three times (graph replay, µs), with a hash of the latent outputs and the drafts'
+id sum to compare the builds' bits:
+
+    for so in a b a b; do cp $so/_C.abi3.so xpress_ext/; PYTHONPATH=$PWD python benchmarks/probe_latent_step.py $so; done
+"""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.getcwd())
+from xpress_ext import draft, ops, selfcheck, timing  # noqa: E402
+
+tag = sys.argv[1] if len(sys.argv) > 1 else "build"
+B, R, H, V, K, C = 16, 256, 512, 151936, 6, 512
+DTYPE = torch.bfloat16
+gen = torch.Generator(device="cpu").manual_seed(0)
+with torch.no_grad():
+    for N in (1, 4, 16, 32):
+        inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
+        args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
+        lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
+        line = []
+        for prefetch in (False, True):
+            def fn(i, prefetch=prefetch):
+                ops.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=prefetch)
+            us = [timing.cuda_graph_us(fn) for _ in range(3)]
+            line.append(f"{'prefetch' if prefetch else 'plain'} {' / '.join(f'{u:.2f}' for u in us)}")
+        bits = lat.view(torch.int16).to(torch.int64)
+        digest = int((bits * torch.arange(1, bits.numel() + 1, device="cuda").view_as(bits)).sum().item())
+        print(f"{tag} latent_pass N={N}: {'; '.join(line)} us; output digest {digest}", flush=True)
+    head = draft.make_synthetic_head(V, B, R, H, dtype=DTYPE, device="cuda", max_num_reqs=32)
+    for path in ("topc", "full"):
+        head.topc = C if path == "topc" else 0
+        for N in (1, 4, 32):
+            inputs = draft.make_step_inputs(head, N, DTYPE, "cuda", seed=N)
+            out = head.jacobi_refine_greedy(*inputs, K).clone()
+            us = [timing.cuda_graph_us(lambda i: head.jacobi_refine_greedy(*inputs, K), 1, calls=3) for _ in range(3)]
+            print(f"{tag} draft_{path} N={N}: {' / '.join(f'{u:.1f}' for u in us)} us; drafts' id sum {int(out.sum().item())}",
+                  flush=True)
