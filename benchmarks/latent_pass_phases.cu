@@ -10,11 +10,13 @@
 // launches as the head does: weights copied before the grid-dependency wait, programmatic
 // dependent launch on.
 //
-// The marks are global stores by thread 0, and the release of the cluster barrier after a mark
-// waits for its store: the marks make each cluster.sync look longer and the kernel slower
-// (session 32, graph replay of the compiled kernel at N = 1 with prefetch: 7.73-7.77 us with
-// the marks, 7.30 without).  -DXPRESS_LATENT_PHASES_NO_MARKS builds the kernel without them
-// (times only, no phase table): compare variants' times in that build.
+// The marks go to shared memory past the kernel's own (thread 0 copies a group's 16 to global
+// memory at its last mark).  Until session 32 they were global stores, and the release of the
+// cluster barrier after a mark waited for its store: each cluster.sync read ~0.4-0.5 K cycles
+// longer.  Even in shared memory the marks slow the kernel by ~0.6 us (graph replay of the
+// compiled kernel at N = 1 with prefetch, one H200: 8.38-8.40 us with them, 7.74-7.77 without),
+// so compare variants' times in a build without them: -DXPRESS_LATENT_PHASES_NO_MARKS (times
+// only, no phase table).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/latent_pass_phases.cu -o /tmp/lp && /tmp/lp N [BLOCKS_PER_GROUP [fixed [prefetch]]]
@@ -27,8 +29,26 @@
 #include <vector>
 
 __device__ long long g_latent_probe[2048 * 4 * 16];
+__constant__ unsigned c_marks_off;  // where the marks live: the kernel's dynamic shared memory ends there
+
+// latent_pass.cuh's marks are `XPRESS_LATENT_PROBE[slot * 16 + k] = clock64()` in thread 0:
+// here a shared-memory store, and at k = 15 the group's marks copied out to g_latent_probe.
+struct SharedMark {
+  int i;
+  __device__ void operator=(long long v) const {
+    extern __shared__ __align__(16) unsigned char dyn_smem[];
+    long long* marks = reinterpret_cast<long long*>(dyn_smem + c_marks_off);
+    marks[i % 16] = v;
+    if (i % 16 == 15) {
+      for (int k = 0; k < 16; ++k) g_latent_probe[i - 15 + k] = marks[k];
+    }
+  }
+};
+struct SharedMarks {
+  __device__ SharedMark operator[](int i) const { return SharedMark{i}; }
+};
 #ifndef XPRESS_LATENT_PHASES_NO_MARKS
-#define XPRESS_LATENT_PROBE g_latent_probe
+#define XPRESS_LATENT_PROBE SharedMarks{}
 #endif
 #include "kernels/latent_pass.cuh"
 #include "latent_harness.cuh"
@@ -77,7 +97,9 @@ int main(int argc, char** argv) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(cluster);
     cfg.blockDim = dim3(k::kLatentThreads);
-    cfg.dynamicSmemBytes = a.t.smem_bytes;
+    const unsigned marks_off = static_cast<unsigned>((a.t.smem_bytes + 15) / 16 * 16);
+    CK(cudaMemcpyToSymbol(c_marks_off, &marks_off, sizeof(marks_off)));
+    cfg.dynamicSmemBytes = marks_off + 16 * sizeof(long long);
     cfg.stream = stream;
     attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[1].val.programmaticStreamSerializationAllowed = 1;
