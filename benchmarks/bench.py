@@ -75,7 +75,10 @@ class Case:
         self.nsets, self.nbytes, self.info, self.baseline_ok = nsets, nbytes, info or {}, baseline_ok
 
 
-def latent_case(N, gen):
+def latent_case(N, gen, head_call=False):
+    """latent_pass at the canonical head; head_call: as XPressRefinerHead calls it, with the
+    embedding-latent table (latent_embed_table, built once per weight load, not timed) and the
+    weights prefetched before the wait for the kernel ahead (the same bits)."""
     inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
     args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
     lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
@@ -90,11 +93,15 @@ def latent_case(N, gen):
         exact = ref.latent_pass(*args, compute_dtype=torch.float64, round_intermediates=False)
         ok = ref.relative_error(lat_tr, exact) <= 2 * ref.relative_error(ref.latent_pass_lowp(*args), exact)
     plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, DTYPE, 0)
+    table = xpress_ext.latent_embed_table(inp["w1"], inp["wlat_t"]) if head_call else None
+    # Bytes: the weights (with the table: no wlat_t, the tokens' fp32 table rows instead of their
+    # embeddings), xh, the embeddings, the output.
+    emb_bytes = N * B * R * (4 if head_call else 2)
     return Case(
-        ours=lambda i: xpress_ext.latent_pass(*args[:3], lat, *args[3:]),
+        ours=lambda i: xpress_ext.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=head_call, emb_lat=table),
         eager=lambda i: lat.copy_(ref.latent_pass_lowp(*args)),
         triton=triton_fn,
-        nbytes=2 * (R * R + B * B * R + 3 * R * H) + 2 * (N * B * R * 2 + N * (B - 1) * R),
+        nbytes=2 * ((0 if head_call else R * R) + B * B * R + 3 * R * H) + emb_bytes + 2 * (N * B * R + N * (B - 1) * R),
         info=dict(cluster=plan[0], rows_per_group=plan[2], grid_clusters=plan[5], groups=plan[6],
                   tile_rows=plan[7], tiles=plan[8], fixed=plan[9], full_groups=plan[10],
                   tail_blocks=plan[11], scheduled_groups=plan[12]),
@@ -308,6 +315,7 @@ def draft_case(path, N, gen):
 
 CASES = {
     "latent_pass": (latent_case, NS),
+    "latent_head": (lambda N, g: latent_case(N, g, head_call=True), NS),
     "add_argmax": (add_argmax_case, NS),
     "readout_argmax": (readout_argmax_case, NS),
     "topc_argmax": (topc_argmax_case, NS),
@@ -437,7 +445,7 @@ def record(rows, gbs, command, out_dir, settle=SETTLE_S):
         f.write("Every figure is a CUDA-graph replay (median µs per call; draft steps: per step of K=6 Jacobi\n"
                 "passes) except the \"eager\" column (this package's op launched from Python).  \"Triton\" is the\n"
                 "baseline written from the seeds (`benchmarks/baselines/`), \"torch\" is eager torch doing the\n"
-                "same math captured in a graph (for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand; for readout_argmax: the GEMM, the add and argmax, and as \"Triton\" the seed's pass, `torch.mm` into a bias and then its Triton argmax); all measured in one\n"
+                "same math captured in a graph (latent_head is latent_pass as the head calls it: with the table of `latent_embed_table` and prefetched weights; for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand; for readout_argmax: the GEMM, the add and argmax, and as \"Triton\" the seed's pass, `torch.mm` into a bias and then its Triton argmax); all measured in one\n"
                 "process, every baseline checked against the reference before it was timed.  \"limit\" = bytes the\n"
                 "op must move / the measured read bandwidth.  Before each timing the suite idled as long as the\n"
                 f"GPU had been busy since its last idle, at most {env['settle_s']:g} s, so that no timing inherits the\n"

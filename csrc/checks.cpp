@@ -96,7 +96,7 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
                              const at::Tensor& lat_out, const at::Tensor& w1,
                              const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                              const at::Tensor& wg_t, const at::Tensor& wu_t,
-                             const at::Tensor& wd_t) {
+                             const at::Tensor& wd_t, const std::optional<at::Tensor>& emb_lat) {
   constexpr const char* op = "latent_pass";
   check_same_device(op, {{"blk", &blk}, {"tok_am1", &tok_am1}, {"xh", &xh}, {"lat_out", &lat_out},
                          {"w1", &w1}, {"wlat_t", &wlat_t}, {"mix_kjc", &mix_kjc}, {"wg_t", &wg_t},
@@ -160,6 +160,33 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
   check_writable(op, {"lat_out", &lat_out},
                  {{"xh", &xh}, {"w1", &w1}, {"wlat_t", &wlat_t}, {"mix_kjc", &mix_kjc},
                   {"wg_t", &wg_t}, {"wu_t", &wu_t}, {"wd_t", &wd_t}});
+  if (emb_lat.has_value()) {
+    const at::Tensor& e = *emb_lat;
+    check_same_device(op, {{"blk", &blk}, {"emb_lat", &e}});
+    check_dtype(op, "emb_lat", e, at::kFloat);
+    check_dim(op, "emb_lat", e, 2);
+    check_size(op, "emb_lat", e, 0, d.V, "V = w1.shape[0]");
+    check_size(op, "emb_lat", e, 1, d.R, "R = xh.shape[2]");
+    check_inner_stride(op, "emb_lat", e);
+    check_writable(op, {"lat_out", &lat_out}, {{"emb_lat", &e}});
+  }
+  return d;
+}
+
+LatentTableDims check_latent_embed_table(const at::Tensor& w1, const at::Tensor& wlat_t) {
+  constexpr const char* op = "latent_embed_table";
+  check_same_device(op, {{"w1", &w1}, {"wlat_t", &wlat_t}});
+  check_float_dtype(op, "w1", w1);
+  TORCH_CHECK_TYPE(wlat_t.scalar_type() == w1.scalar_type(), op, ": wlat_t must have w1's dtype ",
+                   w1.scalar_type(), ", got ", wlat_t.scalar_type());
+  check_dim(op, "w1", w1, 2);
+  check_dim(op, "wlat_t", wlat_t, 2);
+  LatentTableDims d{w1.size(0), w1.size(1)};
+  TORCH_CHECK_VALUE(d.R >= 1, op, ": w1.shape[1] (R, latent rank) must be >= 1, got ", d.R);
+  check_size(op, "wlat_t", wlat_t, 0, d.R, "R = w1.shape[1]");
+  check_size(op, "wlat_t", wlat_t, 1, d.R, "R = w1.shape[1]");
+  check_inner_stride(op, "w1", w1);
+  check_inner_stride(op, "wlat_t", wlat_t);
   return d;
 }
 

@@ -46,7 +46,14 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
                              const at::Tensor& lat_out, const at::Tensor& w1,
                              const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                              const at::Tensor& wg_t, const at::Tensor& wu_t,
-                             const at::Tensor& wd_t);
+                             const at::Tensor& wd_t,
+                             const std::optional<at::Tensor>& emb_lat = std::nullopt);
+// latent_embed_table(w1, wlat_t): w1 [V, R], wlat_t [R, R], one floating dtype, one device,
+// unit stride along R.
+struct LatentTableDims {
+  int64_t V, R;
+};
+LatentTableDims check_latent_embed_table(const at::Tensor& w1, const at::Tensor& wlat_t);
 // Ids the latent pass reads: blk[:, :B-1] and tok_am1, each in [0, V).
 void check_latent_ids(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1);
 

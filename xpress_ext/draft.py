@@ -29,11 +29,13 @@ HIDDEN = 1024  # the base model's hidden size feeding the head
 
 @torch.no_grad()
 def make_synthetic_head(vocab_size, block_size=16, rank=256, mlp_hidden=512, hidden_size=HIDDEN,
-                        dtype=torch.bfloat16, device="cpu", seed=0, max_num_reqs=256, topc=512):
+                        dtype=torch.bfloat16, device="cpu", seed=0, max_num_reqs=256, topc=512,
+                        latent_table=True):
     """A head with random weights scaled so that every stage is O(1) and the refiner bias moves
     the argmax among the base logits' top candidates (so refinement matters)."""
     g = torch.Generator().manual_seed(seed)
-    head = XPressRefinerHead(vocab_size, hidden_size, block_size, rank, mlp_hidden, max_num_reqs, topc)
+    head = XPressRefinerHead(vocab_size, hidden_size, block_size, rank, mlp_hidden, max_num_reqs, topc,
+                             latent_table)
     for name, p in head.named_parameters():
         if name == "mix_L":
             continue

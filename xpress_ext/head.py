@@ -63,6 +63,7 @@ class XPressRefinerHead(nn.Module):
         mlp_hidden: int = 512,
         max_num_reqs: int = 256,
         topc: int = 512,
+        latent_table: bool = True,
     ) -> None:
         super().__init__()
         if block_size < 2:
@@ -77,6 +78,10 @@ class XPressRefinerHead(nn.Module):
         # (0 = exact full-vocabulary scoring).  Under top-C a token outside the candidates can
         # never be drafted, so the fixed point is no longer the exact sequential decode.
         self.topc = int(topc)
+        # Keep latent_embed_table(w1, wlat_t) beside the weights (4 * vocab_size * rank bytes: 156
+        # MB at 151,936 x 256) so each pass reads a token's first product instead of computing
+        # it: the same drafts, a shorter latent pass (benchmarks/RESULTS.md).
+        self.latent_table = bool(latent_table)
         r = self.rank
         self.w1 = nn.Embedding(vocab_size, r)
         self.down_h = nn.Linear(hidden_size, r, bias=False)
@@ -148,9 +153,11 @@ class XPressRefinerHead(nn.Module):
             "wu_t": self.mlp_up.weight.detach().t().contiguous(),
             "wd_t": self.mlp_down.weight.detach().t().contiguous(),
         }
+        if self.latent_table:
+            fused["emb_lat"] = ops.latent_embed_table(self.w1.weight.detach(), fused["wlat_t"])
         # No transposed W2 copy (the seed's "w2_t", 78 MB at V=152k): the readout is an NT GEMM
         # on w2.weight itself, as fast in cuBLAS and much faster in torch's CPU GEMM.
-        same_layout = self._fused_buf is not None and all(
+        same_layout = self._fused_buf is not None and self._fused_buf.keys() == fused.keys() and all(
             self._fused_buf[k].shape == v.shape and self._fused_buf[k].dtype == v.dtype
             and self._fused_buf[k].device == v.device for k, v in fused.items()
         )
@@ -376,7 +383,7 @@ class XPressRefinerHead(nn.Module):
         # between steps), so the kernel may copy them before the kernels ahead of it finish.
         ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
                         buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"], do_mlp=True,
-                        prefetch_weights=True)
+                        prefetch_weights=True, emb_lat=buf.get("emb_lat"))
         if "cand" in step:
             # Every other pass walks the candidates' rows from the last: it starts on the rows
             # the pass before read last, still in L2 (same bits either way).

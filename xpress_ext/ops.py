@@ -25,8 +25,14 @@ def latent_pass(
     wd_t: torch.Tensor,
     do_mlp: bool = True,
     prefetch_weights: bool = False,
+    emb_lat: torch.Tensor | None = None,
 ) -> None:
     """Latent stage of one Jacobi pass; writes ``lat_out[n, b-1, :]`` for slots b >= 1.
+
+    ``emb_lat``: ``latent_embed_table(w1, wlat_t)`` built on this device, the [V, R] fp32 table of
+    the pass's first product (``w1[v] @ wlat_t``, summed as this backend sums it), read in place of
+    that product: the same bits, one MMA stage less on CUDA.  A table built on another backend
+    or from other weights gives other results.
 
     ``prefetch_weights`` lets the CUDA kernel (cluster variant, sm_90) copy its slices of
     ``wlat_t``, ``mix_kjc``, ``wg_t``, ``wu_t`` and ``wd_t`` before it waits for the kernels ahead
@@ -34,7 +40,15 @@ def latent_pass(
     only when no kernel queued before this one writes those weights -- weights constant over a
     draft step, as in XPressRefinerHead.  Same bits either way; the CPU ignores it."""
     _ops.latent_pass.default(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp,
-                             prefetch_weights)
+                             prefetch_weights, emb_lat)
+
+
+def latent_embed_table(w1: torch.Tensor, wlat_t: torch.Tensor) -> torch.Tensor:
+    """[V, R] fp32 ``w1 @ wlat_t``, each row summed exactly as this device's ``latent_pass``
+    sums its first product (on CUDA: the cluster kernel's MMA tiles and K-splits), for
+    ``latent_pass(..., emb_lat=)``.  Built once per weight load: 4 * V * R bytes (156 MB at
+    V = 151,936, R = 256)."""
+    return _ops.latent_embed_table.default(w1, wlat_t)
 
 
 def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor | None, blk: torch.Tensor) -> None:
@@ -158,8 +172,13 @@ def sconv_seq_metadata(
 # Fake kernels: ops that only write into caller buffers need no output for tracing.
 @torch.library.register_fake("xpress_ext::latent_pass")
 def _latent_pass_fake(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp=True,
-                      prefetch_weights=False):
+                      prefetch_weights=False, emb_lat=None):
     return None
+
+
+@torch.library.register_fake("xpress_ext::latent_embed_table")
+def _latent_embed_table_fake(w1, wlat_t):
+    return w1.new_empty(w1.shape, dtype=torch.float32)
 
 
 @torch.library.register_fake("xpress_ext::add_argmax_to_blk")

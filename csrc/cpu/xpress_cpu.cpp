@@ -53,21 +53,23 @@ template <typename T>
 void latent_pass_impl(const LatentDims& d, const at::Tensor& blk, const at::Tensor& tok_am1,
                       const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
                       const at::Tensor& wlat_t, const at::Tensor& mix_kjc, const at::Tensor& wg_t,
-                      const at::Tensor& wu_t, const at::Tensor& wd_t, bool do_mlp) {
+                      const at::Tensor& wu_t, const at::Tensor& wd_t, bool do_mlp,
+                      const std::optional<at::Tensor>& emb_lat) {
   const int64_t N = d.N, B = d.B, R = d.R, H = d.H;
-  // prev[n, 0] = tok_am1[n], prev[n, b] = blk[n, b - 1]; only the gathered rows of w1 are
-  // converted.
+  // prev[n, 0] = tok_am1[n], prev[n, b] = blk[n, b - 1]; only the gathered rows of w1 (or of
+  // the table, already phase 1's sums) are converted.
   const at::Tensor prev = at::cat({tok_am1.unsqueeze(1), blk.narrow(1, 0, B - 1)}, 1);
-  const at::Tensor emb = as_f32(w1.index_select(0, prev.reshape(-1)));
+  const bool use_table = emb_lat.has_value();
+  const at::Tensor emb = as_f32((use_table ? *emb_lat : w1).index_select(0, prev.reshape(-1)));
   const at::Tensor xh_f = as_f32(xh);
-  const at::Tensor wlat_f = as_f32(wlat_t);
+  const at::Tensor wlat_f = use_table ? at::Tensor() : as_f32(wlat_t);
   const at::Tensor mix_f = as_f32(mix_kjc);
   const at::Tensor wg_f = do_mlp ? as_f32(wg_t) : at::Tensor();
   const at::Tensor wu_f = do_mlp ? as_f32(wu_t) : at::Tensor();
   const at::Tensor wd_f = do_mlp ? as_f32(wd_t) : at::Tensor();
   const float* emb_p = emb.const_data_ptr<float>();
   const float* xh_p = xh_f.const_data_ptr<float>();
-  const float* wlat = wlat_f.const_data_ptr<float>();
+  const float* wlat = use_table ? nullptr : wlat_f.const_data_ptr<float>();
   const float* mix = mix_f.const_data_ptr<float>();
   T* out = lat_out.mutable_data_ptr<T>();
   const int64_t out_sn = lat_out.stride(0), out_sb = lat_out.stride(1);
@@ -78,10 +80,14 @@ void latent_pass_impl(const LatentDims& d, const at::Tensor& blk, const at::Tens
     for (int64_t n = n_begin; n < n_end; ++n) {
       // x[b] = xh[n, b] + emb(prev[b]) @ wlat_t
       for (int64_t b = 0; b < B; ++b) {
-        std::fill(acc.begin(), acc.end(), 0.f);
-        accumulate_rows(acc.data(), emb_p + (n * B + b) * R, wlat, R, R, R, step.data());
+        const float* e = emb_p + (n * B + b) * R;  // the table's row: the sums below, done
+        if (!use_table) {
+          std::fill(acc.begin(), acc.end(), 0.f);
+          accumulate_rows(acc.data(), e, wlat, R, R, R, step.data());
+          e = acc.data();
+        }
         const float* h = xh_p + (n * B + b) * R;
-        for (int64_t c = 0; c < R; ++c) x[b * R + c] = acc[c] + h[c];
+        for (int64_t c = 0; c < R; ++c) x[b * R + c] = e[c] + h[c];
       }
       // u[k] = sum_j mix[k, j] * x[j], over every j
       for (int64_t k = 0; k < B; ++k) {
@@ -141,15 +147,43 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
                      at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                      const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
                      const at::Tensor& wd_t, bool do_mlp,
-                     bool /*prefetch_weights: a scheduling hint for the CUDA kernel; same results*/) {
+                     bool /*prefetch_weights: a scheduling hint for the CUDA kernel; same results*/,
+                     const std::optional<at::Tensor>& emb_lat) {
   const LatentDims d =
-      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
+      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, emb_lat);
   if (d.N == 0 || d.B <= 1) return;
   check_latent_ids(d, blk, tok_am1);
   XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", c10::BFloat16, c10::Half, float, [&] {
     latent_pass_impl<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
-                               wd_t, do_mlp);
+                               wd_t, do_mlp, emb_lat);
   });
+}
+
+at::Tensor latent_embed_table_cpu(const at::Tensor& w1, const at::Tensor& wlat_t) {
+  const LatentTableDims d = check_latent_embed_table(w1, wlat_t);
+  at::Tensor out = at::empty({d.V, d.R}, w1.options().dtype(at::kFloat));
+  if (d.V == 0) return out;
+  const at::Tensor wlat_f = as_f32(wlat_t);
+  const float* wlat = wlat_f.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  const int64_t R = d.R;
+  constexpr int64_t kRowsPerTask = 256;
+  // Row by row as latent_pass_impl's phase 1 (acc from zero, accumulate_rows), converting a
+  // bounded slice of w1 at a time.
+  at::parallel_for(0, (d.V + kRowsPerTask - 1) / kRowsPerTask, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> step(R);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t v0 = t * kRowsPerTask, v1 = std::min(d.V, v0 + kRowsPerTask);
+      const at::Tensor rows = as_f32(w1.narrow(0, v0, v1 - v0));
+      const float* a = rows.const_data_ptr<float>();
+      for (int64_t v = v0; v < v1; ++v) {
+        float* acc = o + v * R;
+        std::fill(acc, acc + R, 0.f);
+        accumulate_rows(acc, a + (v - v0) * R, wlat, R, R, R, step.data());
+      }
+    }
+  });
+  return out;
 }
 
 void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk) {

@@ -139,6 +139,12 @@ bool latent_tail_enabled() { return env_choice("XPRESS_EXT_LATENT_TAIL", {"0", "
 // same bits (tests/test_latent_pass.py::test_variants_bitwise_equal).
 constexpr int kFixedB = 16, kFixedR = 256, kFixedH = 512, kFixedCluster = k::kLatentFixedCluster;
 
+// The K-splits of phase 1 that latent_embed_table sums in: the kFixedCluster tiling's (a function
+// of R and the cluster only).  latent_pass reads the table where its own tiling has the same.
+int latent_table_ks1(int R, int elem_bytes) {
+  return k::latent_shape(R, kFixedH, elem_bytes, kFixedCluster).ks1;
+}
+
 // The cluster variant's build for this shape (*fixed: the one compiled for the head).
 template <typename T>
 auto latent_cluster_kernel(int B, int R, int H, int cluster, bool fixed_enabled, bool* fixed) {
@@ -270,7 +276,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                         const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
                         const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                         const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t,
-                        bool do_mlp, bool prefetch_weights) {
+                        bool do_mlp, bool prefetch_weights, const std::optional<at::Tensor>& emb_lat) {
   const int device = blk.get_device();
   const int R = static_cast<int>(d.R), H = static_cast<int>(d.H), B = static_cast<int>(d.B);
   const LatentPlan<T> plan = plan_latent_pass<T>(d.N, B, R, H, device);
@@ -323,6 +329,16 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
   a.vec_xh = whole_r && rows_vectorizable(xh, {xh.stride(0), xh.stride(1)});
   a.prefetch_weights = prefetch_weights;
   a.t = plan.tiling;
+  // The embedding-latent table replaces phase 1 where its K-splits (latent_table_ks1) are this
+  // tiling's (the row-tile kernel's too); the cluster kernel also needs a group's pieces in whole
+  // 16-byte vectors that fit the threads' registers (latent_pass.cuh, emb_fast).  Else the
+  // kernel computes phase 1 from w1: the same bits.
+  const bool table_sums = emb_lat.has_value() && plan.tiling.ks1 == latent_table_ks1(R, static_cast<int>(sizeof(T)));
+  if (table_sums && (plan.rows_mt > 0 || (R % 4 == 0 && rows_vectorizable(*emb_lat, {emb_lat->stride(0)}) &&
+                                          plan.tiling.rows * (plan.tiling.rc / 4) <= k::kLatentEmbVecs * k::kLatentThreads))) {
+    a.emb_lat = emb_lat->const_data_ptr<float>();
+    a.el_s = emb_lat->stride(0);
+  }
 
   if (plan.rows_mt > 0) {
     k::LatentRowsArgs<T> ra{};
@@ -759,16 +775,65 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
 void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
                       at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                       const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
-                      const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights) {
+                      const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights,
+                      const std::optional<at::Tensor>& emb_lat) {
   const LatentDims d =
-      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
+      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, emb_lat);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
   if (d.N == 0 || d.B <= 1) return;
   if (validate_enabled()) check_latent_ids(d, blk, tok_am1);
   XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", __nv_bfloat16, __half, float, [&] {
     launch_latent_pass<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
-                                 wd_t, do_mlp, prefetch_weights);
+                                 wd_t, do_mlp, prefetch_weights, emb_lat);
   });
+}
+
+at::Tensor latent_embed_table_cuda(const at::Tensor& w1, const at::Tensor& wlat_t) {
+  const LatentTableDims d = check_latent_embed_table(w1, wlat_t);
+  const c10::cuda::OptionalCUDAGuard guard(w1.device());
+  at::Tensor out = at::empty({d.V, d.R}, w1.options().dtype(at::kFloat));
+  if (d.V == 0) return out;
+  const int device = w1.get_device();
+  const size_t smem_limit = at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin;
+  XPRESS_DISPATCH_FLOAT(w1.scalar_type(), "latent_embed_table", __nv_bfloat16, __half, float, [&] {
+    using T = scalar_t;
+    constexpr int eb = static_cast<int>(sizeof(T));
+    const int R = static_cast<int>(d.R);
+    k::LatentTableArgs<T> a{};
+    a.w1 = cptr<T>(w1);
+    a.w1_s = w1.stride(0);
+    a.wlat = cptr<T>(wlat_t);
+    a.wlat_s = wlat_t.stride(0);
+    a.out = out.mutable_data_ptr<float>();
+    a.out_s = out.stride(0);
+    a.V = d.V;
+    a.R = R;
+    a.kr = k::round_up(R, 16);
+    a.ks1 = latent_table_ks1(R, eb);
+    a.ld_a = k::smem_ld_act(a.kr, eb);
+    // The largest tile that fits: 64 rows x 64 columns, halving rows, then columns.
+    a.tm = 64;
+    a.tn = std::min(64, k::round_up(R, 8));
+    auto smem = [&] { return k::latent_table_smem<T>(a.tm, a.ld_a, a.kr, k::smem_ld_weight(a.tn, eb)); };
+    while (smem() > smem_limit && (a.tm > 16 || a.tn > 8)) {
+      if (a.tm > 16) {
+        a.tm /= 2;
+      } else {
+        a.tn = k::round_up(a.tn / 2, 8);
+      }
+    }
+    TORCH_CHECK_VALUE(smem() <= smem_limit, "latent_embed_table: R=", R, " needs ", smem(),
+                      " bytes of shared memory per CTA; this GPU allows ", smem_limit);
+    a.ld_b = k::smem_ld_weight(a.tn, eb);
+    constexpr int kV = k::kVecElems<T>;
+    a.vec_w1 = R % kV == 0 && rows_vectorizable(w1, {w1.stride(0)});
+    a.vec_wlat = R % kV == 0 && rows_vectorizable(wlat_t, {wlat_t.stride(0)});
+    const auto kernel = k::latent_table_kernel<T>;
+    allow_max_smem(kernel, device);
+    launch_kernel(kernel, dim3(static_cast<unsigned>((d.V + a.tm - 1) / a.tm), static_cast<unsigned>((R + a.tn - 1) / a.tn)),
+                  dim3(k::kLatentThreads), smem(), at::cuda::getCurrentCUDAStream(device).stream(), 1, a);
+  });
+  return out;
 }
 
 std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H,

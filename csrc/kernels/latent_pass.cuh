@@ -143,6 +143,13 @@ struct LatentArgs {
   int64_t out_sn, out_sb;
   const T* w1;
   int64_t w1_s, vocab;
+  // Optional (nullptr: none): latent_embed_table(w1, wlat_t), the fp32 [V, R] table of phase 1's
+  // sums (emb(v) @ wlat_t, latent_table_kernel below: the same tiles, K-splits and split order),
+  // read in place of phase 1.  The launcher passes it only when its K-splits are the kernel's,
+  // and to the cluster kernel only when R % 4 == 0, its rows are 16-byte aligned and a group's
+  // slices fit the thread's vectors (emb_fast below).  Same bits.
+  const float* emb_lat;
+  int64_t el_s;
   const T* wlat;
   int64_t wlat_s;
   const T* mix;
@@ -399,7 +406,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // are stored after those, so neither dependent load holds the copies back.
   constexpr int kV = kVecElems<T>;
   const int emb_per_row = t.kr / kV;
-  const bool emb_fast = p.vec_w1 && t.rows * emb_per_row <= kLatentEmbVecs * kLatentThreads;
+  // With the table, a row's piece is this CTA's rc channels of fp32 sums (tab_per_row 16-byte
+  // vectors), stored into the phase-1 partials' buffer as its one split: no phase 1, no wlat.
+  const bool use_table = p.emb_lat != nullptr;
+  const int tab_per_row = t.rc / 4;
+  const bool emb_fast = use_table || (p.vec_w1 && t.rows * emb_per_row <= kLatentEmbVecs * kLatentThreads);
   int64_t emb_tok[kLatentEmbVecs];
   uint32_t emb_live = 0;  // bit j: vector j of this thread is a valid row's
   // Group g's first block and valid rows under the schedule (LatentArgs).
@@ -412,22 +423,31 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       valid_rows = min(p.tail_blocks, p.N - n0) * B;
     }
   };
-  auto emb_tokens = [&](int g) {
+  // Vector i of a group's pieces is row i / per_row, element (i % per_row) * width of the piece;
+  // each caller passes constants (the divisions stay shifts in the compiled kernels).
+  auto emb_tokens_of = [&](int g, int per_row, int width, int valid_cols) {
     emb_live = 0;
     int n0, valid_rows;
     group_span(g, n0, valid_rows);
 #pragma unroll
     for (int j = 0; j < kLatentEmbVecs; ++j) {
       const int i = tid + j * kLatentThreads;
-      const int r = i / emb_per_row;
-      const int col = (i % emb_per_row) * kV;
+      const int r = i / per_row;
+      const int col = (i % per_row) * width;
       emb_tok[j] = 0;
-      if (g < p.num_groups && r < valid_rows && col < R) {
+      if (g < p.num_groups && r < valid_rows && col < valid_cols) {
         const int n = n0 + r / B;
         const int b = r % B;
         emb_tok[j] = b == 0 ? ld_issue(p.tok_am1 + n * p.am1_s) : ld_issue(p.blk + n * p.blk_sn + (b - 1) * p.blk_sb);
         emb_live |= 1u << j;
       }
+    }
+  };
+  auto emb_tokens = [&](int g) {
+    if (use_table) {
+      emb_tokens_of(g, tab_per_row, 4, R - c_base);
+    } else {
+      emb_tokens_of(g, emb_per_row, kV, R);
     }
   };
   int4 emb_v[kLatentEmbVecs];
@@ -437,7 +457,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       const int i = tid + j * kLatentThreads;
       emb_v[j] = make_int4(0, 0, 0, 0);
       if ((emb_live >> j) & 1u) {
-        emb_v[j] = ld_stream16(p.w1 + clamp_index(emb_tok[j], p.vocab) * p.w1_s + (i % emb_per_row) * kV);
+        const int64_t row = clamp_index(emb_tok[j], p.vocab);
+        emb_v[j] = use_table ? ld_stream16(p.emb_lat + row * p.el_s + c_base + (i % tab_per_row) * 4)
+                             : ld_stream16(p.w1 + row * p.w1_s + (i % emb_per_row) * kV);
       }
     }
   };
@@ -445,7 +467,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 #pragma unroll
     for (int j = 0; j < kLatentEmbVecs; ++j) {
       const int i = tid + j * kLatentThreads;
-      if (i < t.rows * emb_per_row) {
+      if (use_table) {
+        if (i < t.rows * tab_per_row) {
+          *reinterpret_cast<int4*>(s_part + (i / tab_per_row) * t.ld_f + (i % tab_per_row) * 4) = emb_v[j];
+        }
+      } else if (i < t.rows * emb_per_row) {
         *reinterpret_cast<int4*>(s_emb + (i / emb_per_row) * t.ld_emb + (i % emb_per_row) * kV) = emb_v[j];
       }
     }
@@ -453,8 +479,10 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // Resident slices, once per CTA: W_lat and the mixer join the first group's copy group; the
   // MLP weights follow in two later groups so that they land while phase 1 / phase 2 run.
   auto load_resident = [&]() {
-    load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, R,
-              R - c_base, p.vec_weights);
+    if (!use_table) {
+      load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, R,
+                R - c_base, p.vec_weights);
+    }
     load_rows(s_mix, t.rc, p.mix + c_base, p.mix, MixerRows{B, p.mix_sk, p.mix_sj}, B * B,
               t.rc, B * B, R - c_base, p.vec_mix);
   };
@@ -516,16 +544,20 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     __syncthreads();
     XPRESS_LATENT_MARK(3);
 
-    // Phase 1: x = emb @ wlat_t (K-split partials, summed in a fixed order), then + xh.
-    split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, rows(), t.rc,
-                    t.kr, t.ks1);
-    __syncthreads();
+    // Phase 1: x = emb @ wlat_t (K-split partials, summed in a fixed order), then + xh.  With
+    // the table its entries are that sum already (never -0, so 0 + entry is the entry).
+    if (!use_table) {
+      split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, rows(), t.rc,
+                      t.kr, t.ks1);
+      __syncthreads();
+    }
     XPRESS_LATENT_MARK(4);
+    const int x_splits = use_table ? 1 : t.ks1;
     for (GridWalk w(tid, kLatentThreads, t.rc); w.row < rows(); w.next()) {
       const int r = w.row;
       const int c = w.col;
       float v = 0.f;
-      for (int s = 0; s < t.ks1; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
+      for (int s = 0; s < x_splits; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
       s_x[r * t.ld_f + c] = v + to_float(s_xh[r * t.ld_xh + c]);  // 0 outside the valid region
     }
     __syncthreads();
@@ -641,6 +673,73 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 }
 
 #undef XPRESS_LATENT_MARK
+
+// latent_embed_table: E[v, c] = emb(v) @ wlat_t[:, c] as phase 1 sums it -- per 16 x 8 tile,
+// split_k_gemm's K-splits (ks1 of the cluster tiling, kchunk K elements each, K zero-padded to
+// kr), each split's MMA chain from zero, the partials added in split order to 0 -- so that
+// latent_pass reading E writes the bits it computes from w1.  A CTA takes tm rows of w1 and tn
+// columns of wlat_t (multiples of 16 and 8), staged whole in shared memory.
+template <typename T>
+struct LatentTableArgs {
+  const T* w1;
+  int64_t w1_s;
+  const T* wlat;
+  int64_t wlat_s;
+  float* out;
+  int64_t out_s;
+  int64_t V;
+  int R, kr, ks1, tm, tn, ld_a, ld_b;
+  bool vec_w1, vec_wlat;  // 16-byte copies legal
+};
+
+template <typename T>
+__host__ __device__ constexpr size_t latent_table_smem(int tm, int ld_a, int kr, int ld_b) {
+  return (static_cast<size_t>(tm) * ld_a * sizeof(T) + 15) / 16 * 16 + static_cast<size_t>(kr) * ld_b * sizeof(T);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kLatentThreads) latent_table_kernel(const __grid_constant__ LatentTableArgs<T> p) {
+  grid_dependency_sync();
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* const sa = reinterpret_cast<T*>(smem);
+  T* const sb = reinterpret_cast<T*>(smem + (static_cast<size_t>(p.tm) * p.ld_a * sizeof(T) + 15) / 16 * 16);
+  const int64_t v0 = static_cast<int64_t>(blockIdx.x) * p.tm;
+  const int c0 = static_cast<int>(blockIdx.y) * p.tn;
+  const int valid_rows = static_cast<int>(p.V - v0 < p.tm ? p.V - v0 : p.tm);
+  load_rows(sa, p.ld_a, p.w1 + v0 * p.w1_s, p.w1, StridedRows{p.w1_s}, p.tm, p.kr, valid_rows, p.R, p.vec_w1);
+  load_rows(sb, p.ld_b, p.wlat + c0, p.wlat, StridedRows{p.wlat_s}, p.kr, p.tn, p.R, p.R - c0, p.vec_wlat);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int nt_count = p.tn / 8;
+  const int kchunk = round_up(ceil_div(p.kr, p.ks1), 16);
+  for (int item = threadIdx.x >> 5; item < (p.tm / 16) * nt_count; item += kLatentWarps) {
+    const int nt = item % nt_count;
+    const int mt = item / nt_count;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < p.ks1; ++s) {
+      float tile[1][4] = {{0.f, 0.f, 0.f, 0.f}};
+      const int kb = s * kchunk;
+      const int ke = min(p.kr, kb + kchunk);
+      if (kb < ke) {
+        const T* const b[1] = {sb + nt * 8};
+        warp_tile_mma<T, 1>(tile, sa + mt * 16 * p.ld_a, p.ld_a, b, p.ld_b, kb, ke, lane);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] += tile[0][i];
+    }
+    const int col = c0 + nt * 8 + (lane & 3) * 2;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = v0 + mt * 16 + (lane >> 2) + 8 * half;
+      if (row >= p.V) continue;
+      float* out = p.out + row * p.out_s;
+      if (col < p.R) out[col] = v[2 * half];
+      if (col + 1 < p.R) out[col + 1] = v[2 * half + 1];
+    }
+  }
+}
 
 }  // namespace kernels
 }  // namespace xpress

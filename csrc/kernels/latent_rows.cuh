@@ -207,7 +207,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   float* s_u = reinterpret_cast<float*>(smem + t.off_u);
   T* s_stage = reinterpret_cast<T*>(smem + t.off_stage);
 
-  const int mix_end = t.n1 + t.nmix;  // steps: W_lat, mixer, W_g|W_u panels, W_d
+  // With the embedding-latent table (LatentArgs::emb_lat) phase 1 streams nothing: its sums
+  // are the table's entries, read where the accumulators would hold them.
+  const bool use_table = p.emb_lat != nullptr;
+  const int n1 = use_table ? 0 : t.n1;
+  const int mix_end = n1 + t.nmix;  // steps: W_lat, mixer, W_g|W_u panels, W_d
   const int n_steps = mix_end + (p.do_mlp ? t.n2 + t.n3 : 0);
   const int steps_per_panel = ceil_div(R, kHalf);
   auto stage = [&](int s) { return s_stage + (s % kStages) * t.stage_elems; };
@@ -217,12 +221,12 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   auto issue = [&](int s) {
     T* dst = stage(s);
     if (fast) {
-      if (s < t.n1) {
+      if (s < n1) {
         const int k0 = s * kRowsStageK;
         load_rows_vec<T, R>(dst, t.ld_w, p.wlat + k0 * p.wlat_s, StridedRows{p.wlat_s},
                             min(kRowsStageK, R - k0));
       } else if (s < mix_end) {
-        const int kb = (s - t.n1) * t.k_per_mix;
+        const int kb = (s - n1) * t.k_per_mix;
         load_rows_vec<T, R>(dst, t.ld_w, p.mix + kb * p.mix_sk, StridedRows{p.mix_sj},
                             min(t.k_per_mix, B - kb) * B);
       } else if (s < mix_end + t.n2) {
@@ -239,12 +243,12 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
       return;
     }
-    if (s < t.n1) {
+    if (s < n1) {
       const int k0 = s * kRowsStageK, kn = min(kRowsStageK, R - k0);
       load_rows(dst, t.ld_w, p.wlat + k0 * p.wlat_s, p.wlat, StridedRows{p.wlat_s}, kn, R, kn, R,
                 p.vec_weights);
     } else if (s < mix_end) {
-      const int kb = (s - t.n1) * t.k_per_mix, kn = min(t.k_per_mix, B - kb) * B;
+      const int kb = (s - n1) * t.k_per_mix, kn = min(t.k_per_mix, B - kb) * B;
       load_rows(dst, t.ld_w, p.mix + kb * p.mix_sk, p.mix, MixerRows{B, p.mix_sk, p.mix_sj}, kn,
                 R, kn, R, p.vec_mix);
     } else if (s < mix_end + t.n2) {
@@ -277,7 +281,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   XPRESS_ROWS_MARK(0);
-  load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>(&p, n0, B), rows, R, valid_rows, R, p.vec_w1);
+  if (!use_table) {
+    load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>(&p, n0, B), rows, R, valid_rows, R, p.vec_w1);
+  }
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_steps) issue(s);
     cp_async_commit();
@@ -304,7 +310,19 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   // Phase 1: x = emb @ wlat_t + xh.
-  streamed_gemm(s_a + mt * 16 * t.ld_a, t.ld_a, 0, t.n1, R, t.kchunk1);
+  if (!use_table) streamed_gemm(s_a + mt * 16 * t.ld_a, t.ld_a, 0, n1, R, t.kchunk1);
+  const float* e_row[2] = {nullptr, nullptr};  // with the table: the lane's two rows' entries
+  if (use_table) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = frow + 8 * h;
+      if (r < valid_rows) {
+        const int n = n0 + r / B, b = r % B;
+        const int64_t tok = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
+        e_row[h] = p.emb_lat + clamp_index(tok, p.vocab) * p.el_s;
+      }
+    }
+  }
 #pragma unroll
   for (int i = 0; i < S; ++i) {
 #pragma unroll
@@ -312,21 +330,27 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       const int r = frow + 8 * h;
       const int c = fcol + i * 8;
       float xh0 = 0.f, xh1 = 0.f;
+      float e0 = v[i][2 * h], e1 = v[i][2 * h + 1];  // 0 without the table past valid_rows
+      if (use_table) e0 = e1 = 0.f;
       if (r < valid_rows) {
         const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
         xh0 = to_float(src[0]);
         xh1 = to_float(src[1]);
+        if (use_table) {
+          e0 = e_row[h][c];
+          e1 = e_row[h][c + 1];
+        }
       }
-      s_x[r * t.ld_x + c] = v[i][2 * h] + xh0;
-      s_x[r * t.ld_x + c + 1] = v[i][2 * h + 1] + xh1;
+      s_x[r * t.ld_x + c] = e0 + xh0;
+      s_x[r * t.ld_x + c + 1] = e1 + xh1;
     }
   }
 
   // The mixer over all j, k_per_mix output slots k per step (their mixer rows in the stage):
   // u (fp32) and dtype(u), or the output.  Rows past the valid ones get u = 0 on the first step.
-  for (int s = t.n1; s < mix_end; ++s) {
+  for (int s = n1; s < mix_end; ++s) {
     begin_step(s);
-    const int kb = (s - t.n1) * t.k_per_mix;
+    const int kb = (s - n1) * t.k_per_mix;
     const int ke = min(B, kb + t.k_per_mix);
     const T* mix_s = stage(s);
     for (GridWalk w(tid, kLatentThreads, R / 2); w.row < rows; w.next()) {
@@ -334,7 +358,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       const int c = w.col * 2;
       const int k = r % B;
       const bool valid = r < valid_rows;
-      if (valid ? (k < kb || k >= ke) : s != t.n1) continue;
+      if (valid ? (k < kb || k >= ke) : s != n1) continue;
       float u0 = 0.f, u1 = 0.f;
       if (valid) {
         const float* xcol = s_x + (r - k) * t.ld_x + c;  // slot 0 of this row's block
