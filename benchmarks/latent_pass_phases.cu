@@ -8,7 +8,8 @@
 // The kernel is the generic one (sizes read at run time), or with a third argument "fixed" the
 // one the launcher takes at this head, compiled for its sizes.  A fourth argument "prefetch"
 // launches as the head does: weights copied before the grid-dependency wait, programmatic
-// dependent launch on.
+// dependent launch on.  A fifth argument "table" gives the kernel the embedding-latent table
+// (latent_table_kernel's, built first; phase 1 is then read, not computed), as the head does.
 //
 // The marks go to shared memory past the kernel's own (thread 0 copies a group's 16 to global
 // memory at its last mark).  Until session 32 they were global stores, and the release of the
@@ -19,7 +20,7 @@
 // only, no phase table).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/latent_pass_phases.cu -o /tmp/lp && /tmp/lp N [BLOCKS_PER_GROUP [fixed [prefetch]]]
+//        benchmarks/latent_pass_phases.cu -o /tmp/lp && /tmp/lp N [BLOCKS_PER_GROUP [fixed [prefetch [table]]]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -68,16 +69,32 @@ int main(int argc, char** argv) {
   const int bpg = argc > 2 ? std::atoi(argv[2]) : 1;
   const bool fixed = argc > 3 && std::strcmp(argv[3], "fixed") == 0;
   const bool prefetch = argc > 4 && std::strcmp(argv[4], "prefetch") == 0;
+  const bool table = argc > 5 && std::strcmp(argv[5], "table") == 0;
   const int B = kHeadB, R = kHeadR, H = kHeadH;
-  const k::LatentArgs<T> inputs = head_latent_args(N);
+  k::LatentArgs<T> inputs = head_latent_args(N);
+  if (table) {  // latent_embed_table's launch at the head (64 x 64 tiles, the 8-CTA tiling's K-splits)
+    k::LatentTableArgs<T> ta{};
+    ta.w1 = inputs.w1; ta.w1_s = R; ta.wlat = inputs.wlat; ta.wlat_s = R; ta.V = kHeadV; ta.R = R;
+    ta.kr = R; ta.ks1 = k::latent_shape(R, H, 2, 8).ks1; ta.tm = 64; ta.tn = 64;
+    ta.ld_a = k::smem_ld_act(R, 2); ta.ld_b = k::smem_ld_weight(64, 2); ta.vec_w1 = ta.vec_wlat = true;
+    float* e;
+    CK(cudaMalloc(&e, kHeadV * R * 4));
+    ta.out = e; ta.out_s = R;
+    const size_t smem = k::latent_table_smem<T>(ta.tm, ta.ld_a, ta.kr, ta.ld_b);
+    CK(cudaFuncSetAttribute(k::latent_table_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    k::latent_table_kernel<T><<<dim3((kHeadV + 63) / 64, R / 64), k::kLatentThreads, smem>>>(ta);
+    CK(cudaDeviceSynchronize());
+    inputs.emb_lat = e;
+    inputs.el_s = R;
+  }
   const size_t out_elems = (size_t)N * (B - 1) * R;
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<std::vector<uint16_t>> outs;
   for (int cluster : {8, 16}) {
-    auto kernel = !fixed ? k::latent_pass_kernel<T>
-                  : cluster == 8 ? k::latent_pass_kernel<T, 16, 256, 512, 8>
-                                 : k::latent_pass_kernel<T, 16, 256, 512, 16>;
+    auto kernel = !fixed ? (table ? k::latent_pass_kernel<T, 0, 0, 0, 0, true> : k::latent_pass_kernel<T>)
+                  : cluster == 8 ? (table ? k::latent_pass_kernel<T, 16, 256, 512, 8, true> : k::latent_pass_kernel<T, 16, 256, 512, 8>)
+                                 : (table ? k::latent_pass_kernel<T, 16, 256, 512, 16, true> : k::latent_pass_kernel<T, 16, 256, 512, 16>);
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 232448));
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     T* out;
@@ -114,8 +131,8 @@ int main(int argc, char** argv) {
     const int ctas = gc * cluster;
     std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
     CK(cudaMemcpyFromSymbol(pr.data(), g_latent_probe, pr.size() * sizeof(long long)));
-    std::printf("%s%s N=%d cluster=%d rows/group=%d groups=%d clusters=%d smem=%zu: %.2f us single launch, %.2f us graph replay\n",
-                fixed ? "fixed" : "generic", prefetch ? " prefetch" : "", N, cluster, a.t.rows, a.num_groups, gc, a.t.smem_bytes, tm.single_us,
+    std::printf("%s%s%s N=%d cluster=%d rows/group=%d groups=%d clusters=%d smem=%zu: %.2f us single launch, %.2f us graph replay\n",
+                fixed ? "fixed" : "generic", prefetch ? " prefetch" : "", table ? " table" : "", N, cluster, a.t.rows, a.num_groups, gc, a.t.smem_bytes, tm.single_us,
                 tm.graph_us);
 #ifndef XPRESS_LATENT_PHASES_NO_MARKS
     const int groups_first = (a.num_groups + gc - 1) / gc;

@@ -9,7 +9,8 @@ id sum to compare the builds' bits:
 
 With ``--table`` it is an A/B within one build instead: each latent_pass timing and each draft step
 alternates without and with the embedding-latent table (``emb_lat=``; the head's
-``latent_table``), twice, and checks that both give the same bits.
+``latent_table``), twice, and checks that both give the same bits.  ``--latent-only``: no draft
+steps.
 """
 import os
 import sys
@@ -20,7 +21,8 @@ sys.path.insert(0, os.getcwd())
 from xpress_ext import draft, ops, selfcheck, timing  # noqa: E402
 
 TABLE = "--table" in sys.argv
-args_ = [a for a in sys.argv[1:] if a != "--table"]
+LATENT_ONLY = "--latent-only" in sys.argv  # no draft steps
+args_ = [a for a in sys.argv[1:] if not a.startswith("--")]
 tag = args_[0] if args_ else "build"
 SETTINGS = (False, True, False, True) if TABLE else (False,)
 B, R, H, V, K, C = 16, 256, 512, 151936, 6, 512
@@ -35,9 +37,8 @@ with torch.no_grad():
         for use in SETTINGS:
             line = []
             for prefetch in (False, True):
-                def fn(i, prefetch=prefetch, use=use):
-                    ops.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=prefetch,
-                                    emb_lat=table if use else None)
+                def fn(i, prefetch=prefetch, kw=dict(emb_lat=table) if use else {}):  # (older builds: no emb_lat)
+                    ops.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=prefetch, **kw)
                 us = [timing.cuda_graph_us(fn) for _ in range(3)]
                 line.append(f"{'prefetch' if prefetch else 'plain'} {' / '.join(f'{u:.2f}' for u in us)}")
             bits = lat.view(torch.int16).to(torch.int64)
@@ -45,7 +46,7 @@ with torch.no_grad():
             name = f"{tag}{' table' if use else ''}"
             print(f"{name} latent_pass N={N}: {'; '.join(line)} us; output digest {digest}", flush=True)
     head = draft.make_synthetic_head(V, B, R, H, dtype=DTYPE, device="cuda", max_num_reqs=32)
-    for path in ("topc", "full"):
+    for path in () if LATENT_ONLY else ("topc", "full"):
         head.topc = C if path == "topc" else 0
         for N in (1, 4, 32):
             inputs = draft.make_step_inputs(head, N, DTYPE, "cuda", seed=N)

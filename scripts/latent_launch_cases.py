@@ -7,7 +7,8 @@ the whole test file (docs/RELIABILITY.md, session 11):
 Cases: both variants' kernels compiled for the canonical head (cluster: bf16 N = 1, fp16
 N = 32, no MLP at N = 20; row tiles: 16 and 32 rows), the generic kernels at the same head
 (XPRESS_EXT_LATENT_FIXED=0), and shapes only the generic kernels take (B = 5 with H = 768,
-B = 20)."""
+B = 20).  ``--table``: each case with the embedding-latent table instead (latent_embed_table,
+the kTable builds); ``--cases 0,3``: only those cases."""
 import os
 import sys
 
@@ -15,6 +16,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 from xpress_testing import latent_inputs, run_latent  # noqa: E402
+
+import xpress_ext  # noqa: E402
 
 HEAD = (16, 256, 512, 500)
 CASES = [
@@ -29,11 +32,27 @@ CASES = [
     ((2, 20, 256, 512, 111), torch.float16, {}, True),
 ]
 
-for shape, dtype, env, do_mlp in CASES:
+TABLE = "--table" in sys.argv
+PICK = None
+if "--cases" in sys.argv:
+    PICK = {int(i) for i in sys.argv[sys.argv.index("--cases") + 1].split(",")}
+
+for i, (shape, dtype, env, do_mlp) in enumerate(CASES):
+    if PICK is not None and i not in PICK:
+        continue
     for k in ("XPRESS_EXT_LATENT_VARIANT", "XPRESS_EXT_LATENT_FIXED"):
         os.environ.pop(k, None)
     os.environ.update(env)
-    out = run_latent(latent_inputs(*shape, dtype, "cuda", seed=3), do_mlp=do_mlp)
+    inp = latent_inputs(*shape, dtype, "cuda", seed=3)
+    if TABLE:
+        N, B, R = inp["xh"].shape
+        out = torch.full((N, B - 1, R), float("nan"), dtype=dtype, device="cuda")
+        table = xpress_ext.latent_embed_table(inp["w1"], inp["wlat_t"])
+        xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], out, inp["w1"], inp["wlat_t"], inp["mix_kjc"],
+                               inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp, True, table)
+    else:
+        out = run_latent(inp, do_mlp=do_mlp)
     torch.cuda.synchronize()
     assert not torch.isnan(out).any(), (shape, dtype, env, do_mlp)
-    print("N, B, R, H, V =", shape, dtype, env or "default", "mlp" if do_mlp else "no mlp", "ok", flush=True)
+    print("N, B, R, H, V =", shape, dtype, env or "default", "mlp" if do_mlp else "no mlp", "table" if TABLE else "",
+          "ok", flush=True)

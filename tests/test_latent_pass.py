@@ -336,9 +336,9 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
         if names is not None:  # the launch runs the build the plan names (None: under a sanitizer)
             t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
             if plan[7]:
-                want = f"latent_rows_kernel<{t}, {plan[7] // 16}, " + ("16, 512>" if head else "0, 0>")
+                want = f"latent_rows_kernel<{t}, {plan[7] // 16}, " + ("16, 512, false>" if head else "0, 0, false>")
             else:
-                want = f"latent_pass_kernel<{t}, " + ("16, 256, 512, 8>" if head else "0, 0, 0, 0>")
+                want = f"latent_pass_kernel<{t}, " + ("16, 256, 512, 8, false>" if head else "0, 0, 0, 0, false>")
             assert [n for n in names if "latent" in n] == [n for n in names if want in n] != [], (want, names)
     assert_latent_close(outs["cluster", "1"], inp, do_mlp=do_mlp)
     for key, out in outs.items():

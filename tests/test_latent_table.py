@@ -99,10 +99,10 @@ def test_table_is_read(device):
 @pytest.mark.parametrize("shape", [(1, 16, 256, 512, 500), (37, 16, 256, 512, 500), (6, 5, 256, 768, 300)],
                          ids=shape_id)
 def test_variants_with_table(monkeypatch, dtype, shape):
-    """With the table, the cluster variant (compiled for the head and generic) and the row-tile
-    variants (which compute the product from w1) all write the bits of the cluster variant
-    without it; only the cluster kernels read the table, and the launch runs the build the plan
-    names."""
+    """With the table, the cluster variant and the row-tile variants, each compiled for the head
+    and generic, write the bits of the cluster variant without it, and each launch runs the
+    variant's build that reads the table (its kTable instance)."""
+    N, B, R, H, V = shape
     inp = with_table(latent_inputs(*shape, dtype, "cuda", seed=8))
     monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
     expect = run_latent(inp)
@@ -112,7 +112,10 @@ def test_variants_with_table(monkeypatch, dtype, shape):
         got, names = cuda_kernels_run(lambda: run_table(inp, inp["emb_lat"]))
         assert torch.equal(got, expect), (name, fixed)
         if names is not None:
-            assert any("latent" in n for n in names), names
+            latent = [n for n in names if "latent" in n]
+            plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
+            kind = "latent_rows_kernel" if plan[7] else "latent_pass_kernel"
+            assert latent != [] and all(kind in n and ", true>" in n for n in latent), (name, fixed, latent)
 
 
 @needs_cuda

@@ -116,8 +116,10 @@ struct LatentPlan {
   k::LatentRowsTiling rows;
   int64_t row_tiles;       // CTAs of the row-tile variant
   bool fixed;              // the variant's kernel compiled for this head runs
-  decltype(&k::latent_pass_kernel<T>) cluster_kernel;  // the cluster variant's build
-  decltype(&k::latent_rows_kernel<T, 1>) rows_kernel;  // the row-tile variant's (rows_mt > 0)
+  // The cluster variant's build, and the row-tile variant's (rows_mt > 0): [0] without the
+  // embedding-latent table, [1] reading it.
+  decltype(&k::latent_pass_kernel<T>) cluster_kernel[2];
+  decltype(&k::latent_rows_kernel<T, 1>) rows_kernel[2];
 };
 
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
@@ -146,31 +148,32 @@ int latent_table_ks1(int R, int elem_bytes) {
 }
 
 // The cluster variant's build for this shape (*fixed: the one compiled for the head).
-template <typename T>
+template <typename T, bool kTable>
 auto latent_cluster_kernel(int B, int R, int H, int cluster, bool fixed_enabled, bool* fixed) {
   *fixed = false;
   if constexpr (sizeof(T) == 2) {
     if (B == kFixedB && R == kFixedR && H == kFixedH && cluster == kFixedCluster && fixed_enabled) {
       *fixed = true;
-      return k::latent_pass_kernel<T, kFixedB, kFixedR, kFixedH, kFixedCluster>;
+      return k::latent_pass_kernel<T, kFixedB, kFixedR, kFixedH, kFixedCluster, kTable>;
     }
   }
-  return k::latent_pass_kernel<T>;
+  return k::latent_pass_kernel<T, 0, 0, 0, 0, kTable>;
 }
 
 // The row-tile variant's build: the head's when the plan's K-splits are the ones it has as
 // constants (they are whenever the cluster tiling is the kFixedCluster one).
-template <typename T>
+template <typename T, bool kTable>
 auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool fixed_enabled, bool* fixed) {
   constexpr k::LatentShape c = k::latent_shape(kFixedR, kFixedH, 2, kFixedCluster);
   *fixed = sizeof(T) == 2 && B == kFixedB && H == kFixedH && fixed_enabled && rt.kchunk1 == k::rows_kchunk1(c) &&
            rt.kchunk3 == k::rows_kchunk3(c);
   if constexpr (sizeof(T) == 2) {
     if (*fixed) {
-      return mt == 1 ? k::latent_rows_kernel<T, 1, kFixedB, kFixedH> : k::latent_rows_kernel<T, 2, kFixedB, kFixedH>;
+      return mt == 1 ? k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable>
+                     : k::latent_rows_kernel<T, 2, kFixedB, kFixedH, kTable>;
     }
   }
-  return mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>;
+  return mt == 1 ? k::latent_rows_kernel<T, 1, 0, 0, kTable> : k::latent_rows_kernel<T, 2, 0, 0, kTable>;
 }
 
 template <typename T>
@@ -201,9 +204,14 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
                     " bytes of shared memory per CTA even with the weights split over a 16-CTA "
                     "cluster; this GPU allows ",
                     smem_limit, ". The CPU implementation has no such limit.");
-  const auto kernel = latent_cluster_kernel<T>(B, R, H, cluster, fixed_enabled, &plan.fixed);
-  plan.cluster_kernel = kernel;
-  plan.max_clusters = max_active_clusters(kernel, device, cluster, plan.tiling.smem_bytes);
+  plan.cluster_kernel[0] = latent_cluster_kernel<T, false>(B, R, H, cluster, fixed_enabled, &plan.fixed);
+  plan.cluster_kernel[1] = latent_cluster_kernel<T, true>(B, R, H, cluster, fixed_enabled, &plan.fixed);
+  // Co-resident clusters: of the two builds, the fewer (the schedule is the same for both).
+  auto clusters_at = [&](size_t smem) {
+    return std::min(max_active_clusters(plan.cluster_kernel[0], device, cluster, smem),
+                    max_active_clusters(plan.cluster_kernel[1], device, cluster, smem));
+  };
+  plan.max_clusters = clusters_at(plan.tiling.smem_bytes);
   TORCH_CHECK(plan.max_clusters > 0, "latent_pass: no ", cluster, "-CTA cluster with ",
               plan.tiling.smem_bytes, " bytes of shared memory per CTA fits on ", prop->name);
   // Grow the group (rows per cluster iteration) while there are more groups than co-resident
@@ -215,7 +223,7 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
        blocks *= 2) {
     const k::LatentTiling bigger = k::make_latent_tiling(R, H, B, elem, cluster, blocks);
     if (bigger.smem_bytes > smem_limit) break;
-    const int bigger_clusters = max_active_clusters(kernel, device, cluster, bigger.smem_bytes);
+    const int bigger_clusters = clusters_at(bigger.smem_bytes);
     if (bigger_clusters <= 0) break;
     plan.tiling = bigger;
     plan.max_clusters = bigger_clusters;
@@ -265,7 +273,8 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
       plan.rows_mt = mt;
       plan.rows = rt;
       plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
-      plan.rows_kernel = latent_rows_kernel_for<T>(mt, B, H, rt, fixed_enabled, &plan.fixed);
+      plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, rt, fixed_enabled, &plan.fixed);
+      plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, rt, fixed_enabled, &plan.fixed);
     }
   }
   return plan;
@@ -339,17 +348,18 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     a.emb_lat = emb_lat->const_data_ptr<float>();
     a.el_s = emb_lat->stride(0);
   }
+  const int build = a.emb_lat != nullptr ? 1 : 0;
 
   if (plan.rows_mt > 0) {
     k::LatentRowsArgs<T> ra{};
     ra.a = a;
     ra.t = plan.rows;
-    allow_max_smem(plan.rows_kernel, device);
-    launch_kernel(plan.rows_kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
+    allow_max_smem(plan.rows_kernel[build], device);
+    launch_kernel(plan.rows_kernel[build], dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
                   plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
     return;
   }
-  launch_kernel(plan.cluster_kernel, dim3(plan.grid_clusters * plan.tiling.cluster),
+  launch_kernel(plan.cluster_kernel[build], dim3(plan.grid_clusters * plan.tiling.cluster),
                 dim3(k::kLatentThreads), plan.tiling.smem_bytes,
                 at::cuda::getCurrentCUDAStream(device).stream(), plan.tiling.cluster, a);
 }

@@ -341,7 +341,10 @@ __device__ __forceinline__ void push_quad(cooperative_groups::cluster_group& clu
 // index arithmetic at small N (512 threads, ~4 warps per scheduler): at the canonical head the
 // constants took one 16-row group from ~21.7 K to ~15.2 K cycles (H200,
 // benchmarks/latent_pass_phases.cu).  The arithmetic on the data is the same: same bits.
-template <typename T, int kB = 0, int kR = 0, int kH = 0, int kCluster = 0>
+// kTable: p.emb_lat is given (the table read in place of phase 1), else nullptr.  A build of its
+// own: with the choice made at run time, the kernel without the table ran 0.3-0.6 us slower at
+// N = 1-32 (H200, session 33).
+template <typename T, int kB = 0, int kR = 0, int kH = 0, int kCluster = 0, bool kTable = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_pass_kernel(const __grid_constant__ LatentArgs<T> p) {
   if (!p.prefetch_weights) grid_dependency_sync();  // see below
@@ -408,7 +411,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int emb_per_row = t.kr / kV;
   // With the table, a row's piece is this CTA's rc channels of fp32 sums (tab_per_row 16-byte
   // vectors), stored into the phase-1 partials' buffer as its one split: no phase 1, no wlat.
-  const bool use_table = p.emb_lat != nullptr;
+  constexpr bool use_table = kTable;
   const int tab_per_row = t.rc / 4;
   const bool emb_fast = use_table || (p.vec_w1 && t.rows * emb_per_row <= kLatentEmbVecs * kLatentThreads);
   int64_t emb_tok[kLatentEmbVecs];
@@ -444,7 +447,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     }
   };
   auto emb_tokens = [&](int g) {
-    if (use_table) {
+    if constexpr (use_table) {
       emb_tokens_of(g, tab_per_row, 4, R - c_base);
     } else {
       emb_tokens_of(g, emb_per_row, kV, R);
@@ -467,7 +470,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 #pragma unroll
     for (int j = 0; j < kLatentEmbVecs; ++j) {
       const int i = tid + j * kLatentThreads;
-      if (use_table) {
+      if constexpr (use_table) {
         if (i < t.rows * tab_per_row) {
           *reinterpret_cast<int4*>(s_part + (i / tab_per_row) * t.ld_f + (i % tab_per_row) * 4) = emb_v[j];
         }
@@ -479,7 +482,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // Resident slices, once per CTA: W_lat and the mixer join the first group's copy group; the
   // MLP weights follow in two later groups so that they land while phase 1 / phase 2 run.
   auto load_resident = [&]() {
-    if (!use_table) {
+    if constexpr (!use_table) {
       load_rows(s_wlat, t.ld_wlat, p.wlat + c_base, p.wlat, StridedRows{p.wlat_s}, t.kr, t.rc, R,
                 R - c_base, p.vec_weights);
     }
@@ -546,13 +549,13 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 
     // Phase 1: x = emb @ wlat_t (K-split partials, summed in a fixed order), then + xh.  With
     // the table its entries are that sum already (never -0, so 0 + entry is the entry).
-    if (!use_table) {
+    if constexpr (!use_table) {
       split_k_gemm<T>(s_part, t.ld_f, part_stride, s_emb, t.ld_emb, s_wlat, t.ld_wlat, rows(), t.rc,
                       t.kr, t.ks1);
       __syncthreads();
     }
     XPRESS_LATENT_MARK(4);
-    const int x_splits = use_table ? 1 : t.ks1;
+    const int x_splits = use_table ? 1 : t.ks1;  // a constant in the compiled kernels
     for (GridWalk w(tid, kLatentThreads, t.rc); w.row < rows(); w.next()) {
       const int r = w.row;
       const int c = w.col;

@@ -173,7 +173,8 @@ __device__ __forceinline__ void zero_tiles(float (&z)[S][4]) {
 // cluster tiling; the launcher checks), whose sizes, strides and index divisions are compile-time constants: at
 // the canonical head 12-15 % faster than the generic kernel (H200, latent_rows_phases.cu,
 // same bits).
-template <typename T, int MT, int kB = 0, int kH = 0>
+// kTable: p.emb_lat is given (latent_pass_kernel's kTable).
+template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
   grid_dependency_sync();  // before any global access (common.cuh)
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 
   // With the embedding-latent table (LatentArgs::emb_lat) phase 1 streams nothing: its sums
   // are the table's entries, read where the accumulators would hold them.
-  const bool use_table = p.emb_lat != nullptr;
+  constexpr bool use_table = kTable;
   const int n1 = use_table ? 0 : t.n1;
   const int mix_end = n1 + t.nmix;  // steps: W_lat, mixer, W_g|W_u panels, W_d
   const int n_steps = mix_end + (p.do_mlp ? t.n2 + t.n3 : 0);
@@ -281,7 +282,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   XPRESS_ROWS_MARK(0);
-  if (!use_table) {
+  if constexpr (!use_table) {
     load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>(&p, n0, B), rows, R, valid_rows, R, p.vec_w1);
   }
   for (int s = 0; s < kStages - 1; ++s) {
@@ -310,9 +311,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   // Phase 1: x = emb @ wlat_t + xh.
-  if (!use_table) streamed_gemm(s_a + mt * 16 * t.ld_a, t.ld_a, 0, n1, R, t.kchunk1);
+  if constexpr (!use_table) streamed_gemm(s_a + mt * 16 * t.ld_a, t.ld_a, 0, n1, R, t.kchunk1);
   const float* e_row[2] = {nullptr, nullptr};  // with the table: the lane's two rows' entries
-  if (use_table) {
+  if constexpr (use_table) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = frow + 8 * h;
