@@ -46,6 +46,30 @@ def test_fixed_point_is_sequential_greedy(device, extra_passes):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=DTYPE_IDS.get)
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_latent_table_same_drafts(device, dtype, topc):
+    """The head keeps latent_embed_table's table (latent_table=True, the default) and each pass
+    reads it in place of the first product: pass by pass the same blocks as without it, and a
+    reload refills it in place (its graph-captured address kept)."""
+    head = make_head(device, dtype, topc=topc)
+    assert head.latent_table and head._fused_buf["emb_lat"].shape == (V, RANK)
+    assert head._fused_buf["emb_lat"].dtype == torch.float32
+    inputs = step_inputs(head, 5, device)
+    with_table = [head.jacobi_refine_greedy(*inputs, k).clone() for k in (1, 2, 6)]
+    ptr = head._fused_buf["emb_lat"].data_ptr()
+    head.process_weights_after_loading()
+    assert head._fused_buf["emb_lat"].data_ptr() == ptr
+    head.latent_table = False
+    head.process_weights_after_loading()
+    assert "emb_lat" not in head._fused_buf
+    without = [head.jacobi_refine_greedy(*inputs, k) for k in (1, 2, 6)]
+    for a, b in zip(with_table, without):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("topc", [0, 64])
 @torch.no_grad()
 def test_fused_fixed_point_is_stable_bf16(device, topc):
