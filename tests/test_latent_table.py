@@ -13,6 +13,7 @@ from xpress_testing import (
     DTYPE_IDS,
     DTYPES,
     assert_latent_close,
+    capture_graph,
     cuda_kernels_run,
     latent_inputs,
     needs_cuda,
@@ -230,14 +231,7 @@ def test_opcheck_compile_and_graph(device):
         xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], static_out, inp["w1"], inp["wlat_t"],
                                inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"], True, True, inp["emb_lat"])
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        captured()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured()
+    graph = capture_graph(captured)
     g = torch.Generator(device="cpu").manual_seed(21)
     for _ in range(3):
         inp["blk"].copy_(torch.randint(0, 1000, inp["blk"].shape, generator=g))

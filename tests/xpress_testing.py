@@ -157,6 +157,19 @@ def extreme_sum_rows(V, dtype):
     return base.to(dtype), bias.to(dtype), torch.tensor([500, 41, 3])
 
 
+def capture_graph(fn):
+    """fn run once on a side stream (warm-up outside capture), then captured: the graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 def graph_edges(graph) -> list[tuple[int, int, int]]:
     """(from node, to node, dependency type) of every edge of a captured torch.cuda.CUDAGraph
     (kept with keep_graph=True), read with cudaGraphGetEdges; type 1 is
