@@ -134,9 +134,10 @@ def test_schedules_with_table(monkeypatch, N):
 
 
 @needs_cuda
-def test_table_from_another_backend_is_still_read():
-    """A table built on the CPU sums in the CPU's order: the CUDA op still reads it (the caller's
-    table is taken as given), so the result is close to, not equal to, the CUDA op's own."""
+def test_table_from_another_backend_is_close():
+    """A table built on the CPU sums in the CPU's order; given to the CUDA op it still gives a
+    result within the op's error budget (that the op reads the table it is given, rather than
+    ignoring it, is test_table_is_read's check)."""
     inp = latent_inputs(2, 16, 256, 512, 500, torch.bfloat16, "cuda", seed=10)
     cpu_table = xpress_ext.latent_embed_table(inp["w1"].cpu(), inp["wlat_t"].cpu()).cuda()
     got = run_table(inp, cpu_table)
