@@ -10,8 +10,7 @@ id sum to compare the builds' bits:
 With ``--table`` it is an A/B within one build instead: each latent_pass timing and each draft step
 alternates without and with the embedding-latent table (``emb_lat=``; the head's
 ``latent_table``), twice, and checks that both give the same bits.  ``--latent-only``: no draft
-steps.  ``--prefetch-rows``: an A/B within one build of the argmax ops' ``prefetch_rows`` (the
-head's ``prefetch_next_rows``), draft steps only, alternating without and with it, twice.
+steps.
 """
 import os
 import sys
@@ -23,15 +22,14 @@ from xpress_ext import draft, ops, selfcheck, timing  # noqa: E402
 
 TABLE = "--table" in sys.argv
 LATENT_ONLY = "--latent-only" in sys.argv  # no draft steps
-PREFETCH_ROWS = "--prefetch-rows" in sys.argv  # draft steps only, prefetch_next_rows off / on
 args_ = [a for a in sys.argv[1:] if not a.startswith("--")]
 tag = args_[0] if args_ else "build"
-SETTINGS = (False, True, False, True) if TABLE or PREFETCH_ROWS else (False,)
+SETTINGS = (False, True, False, True) if TABLE else (False,)
 B, R, H, V, K, C = 16, 256, 512, 151936, 6, 512
 DTYPE = torch.bfloat16
 gen = torch.Generator(device="cpu").manual_seed(0)
 with torch.no_grad():
-    for N in () if PREFETCH_ROWS else (1, 4, 16, 32):
+    for N in (1, 4, 16, 32):
         inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
         args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
         table = ops.latent_embed_table(inp["w1"], inp["wlat_t"]) if TABLE else None
@@ -56,10 +54,8 @@ with torch.no_grad():
                 if TABLE:
                     head.latent_table = use
                     head.process_weights_after_loading()
-                if PREFETCH_ROWS:
-                    head.prefetch_next_rows = use
                 out = head.jacobi_refine_greedy(*inputs, K).clone()
                 us = [timing.cuda_graph_us(lambda i: head.jacobi_refine_greedy(*inputs, K), 1, calls=3) for _ in range(3)]
-                name = f"{tag}{(' prefetch_rows' if PREFETCH_ROWS else ' table') if use else ''}"
+                name = f"{tag}{' table' if use else ''}"
                 print(f"{name} draft_{path} N={N}: {' / '.join(f'{u:.1f}' for u in us)} us; drafts' id sum "
                       f"{int(out.sum().item())}", flush=True)

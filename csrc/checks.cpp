@@ -374,14 +374,6 @@ TopcSelectDims check_topc_select(const at::Tensor& logits, int64_t c, const at::
   return d;
 }
 
-void check_prefetch_rows(const char* op, const at::Tensor& blk, const std::optional<at::Tensor>& prefetch_rows) {
-  if (!prefetch_rows.has_value()) return;
-  const at::Tensor& t = *prefetch_rows;
-  check_same_device(op, {{"blk", &blk}, {"prefetch_rows", &t}});
-  check_dim(op, "prefetch_rows", t, 2);
-  check_inner_stride(op, "prefetch_rows", t);
-}
-
 void check_topc_ids(const at::Tensor& cand) {
   check_index_range("topc_argmax_to_blk", "cand", cand, 0, std::numeric_limits<int64_t>::max(),
                     "candidate ids are vocabulary ids");

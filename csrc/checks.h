@@ -86,9 +86,6 @@ TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
                            const at::Tensor& cand, const at::Tensor& blk);
 // Candidate ids are vocabulary ids: never negative.
 void check_topc_ids(const at::Tensor& cand);
-// An argmax op's optional `prefetch_rows`: a 2-D table of any dtype on blk's device, unit stride
-// along its rows (only its address and layout are used: nothing is read or written).
-void check_prefetch_rows(const char* op, const at::Tensor& blk, const std::optional<at::Tensor>& prefetch_rows);
 
 struct TopcSelectDims {
   int64_t N, Bm1, V, c;

@@ -20,14 +20,10 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
 // [V, R] fp32: w1 @ wlat_t summed as that backend's latent_pass sums phase 1, for its emb_lat.
 at::Tensor latent_embed_table_cpu(const at::Tensor& w1, const at::Tensor& wlat_t);
 void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk);
-// prefetch_rows (these two ops): a table whose rows at the ids written the CUDA kernels ask L2
-// for, for the kernel after them; checked and otherwise ignored on the CPU.
 void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                               const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse,
-                               const std::optional<at::Tensor>& prefetch_rows);
+                               const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse);
 void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
-                            const at::Tensor& cand, at::Tensor& blk,
-                            const std::optional<at::Tensor>& prefetch_rows);
+                            const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                      const std::optional<at::Tensor>& blk);
 void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
@@ -52,8 +48,7 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
 at::Tensor latent_embed_table_cuda(const at::Tensor& w1, const at::Tensor& wlat_t);
 void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk);
 void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse,
-                                const std::optional<at::Tensor>& prefetch_rows);
+                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse);
 // [cluster, blocks_per_group, rows_per_group, smem_bytes, max_active_clusters, grid_clusters,
 //  groups, tile_rows (0: cluster variant, else the row-tile variant's rows per CTA), row_tiles,
 //  fixed (1: the planned variant's kernel compiled for the canonical head, 0: its generic
@@ -64,8 +59,7 @@ void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, c
 std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H,
                                       c10::ScalarType dtype, int64_t device);
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
-                             const at::Tensor& cand, at::Tensor& blk,
-                             const std::optional<at::Tensor>& prefetch_rows);
+                             const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                       const std::optional<at::Tensor>& blk);
 // [splits (CTAs per row), threads per CTA (512 wide / 256 narrow), slice (elements per CTA),

@@ -14,10 +14,8 @@ TORCH_LIBRARY(xpress_ext, m) {
   m.def("add_argmax_to_blk(Tensor base, Tensor? bias, Tensor(a!) blk) -> ()");
   m.def(
       "readout_argmax_to_blk(Tensor base, Tensor lat, Tensor w2, Tensor(a!) blk, Tensor(b!)? bias=None, "
-      "bool prefetch_weights=False, bool reverse=False, Tensor? prefetch_rows=None) -> ()");
-  m.def(
-      "topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk, "
-      "Tensor? prefetch_rows=None) -> ()");
+      "bool prefetch_weights=False, bool reverse=False) -> ()");
+  m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
   m.def(
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
       "Tensor(c!)? blk=None) -> ()");

@@ -3,7 +3,6 @@ by pass parity (near ties counted and bounded), top-C semantics, checkpoints, gr
 torch.compile, errors, and the vLLM stand-in install."""
 
 import importlib
-import inspect
 import json
 import sys
 import types
@@ -68,37 +67,6 @@ def test_latent_table_same_drafts(device, dtype, topc):
     without = [head.jacobi_refine_greedy(*inputs, k) for k in (1, 2, 6)]
     for a, b in zip(with_table, without):
         assert torch.equal(a, b)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
-@torch.no_grad()
-def test_argmax_prefetches_the_next_passs_rows(device, topc, monkeypatch):
-    """Each pass's argmax op gets, as prefetch_rows, the rows the next latent pass reads at the
-    tokens it writes -- the embedding-latent table, or w1 without it -- and None once
-    prefetch_next_rows is off; the drafts are the same in all three."""
-    head = make_head(device, torch.bfloat16, topc=topc)
-    inputs = step_inputs(head, 5, device)
-    name = "topc_argmax_to_blk" if topc else "readout_argmax_to_blk"
-    real = getattr(xpress_ext.ops, name)
-    seen = []
-
-    def spy(*args, **kwargs):
-        seen.append(inspect.signature(real).bind(*args, **kwargs).arguments.get("prefetch_rows"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(xpress_ext.ops, name, spy)
-    drafts = head.jacobi_refine_greedy(*inputs, 3).clone()
-    assert len(seen) == 3 and all(t is head._fused_buf["emb_lat"] for t in seen), seen
-    head.latent_table = False
-    head.process_weights_after_loading()
-    seen.clear()
-    assert torch.equal(head.jacobi_refine_greedy(*inputs, 3), drafts)
-    assert len(seen) == 3 and all(t is head.w1.weight for t in seen)
-    head.prefetch_next_rows = False
-    seen.clear()
-    assert torch.equal(head.jacobi_refine_greedy(*inputs, 3), drafts)
-    assert seen == [None] * 3
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -82,10 +82,6 @@ class XPressRefinerHead(nn.Module):
         # MB at 151,936 x 256) so each pass reads a token's first product instead of computing
         # it: the same drafts, a shorter latent pass (benchmarks/RESULTS.md).
         self.latent_table = bool(latent_table)
-        # Each pass's argmax asks L2 for the rows the next latent pass reads at the tokens it
-        # writes (the table's, else w1's): `prefetch_rows` of the argmax ops, the same drafts
-        # (benchmarks/RESULTS.md; an attribute so benchmarks can compare).
-        self.prefetch_next_rows = True
         r = self.rank
         self.w1 = nn.Embedding(vocab_size, r)
         self.down_h = nn.Linear(hidden_size, r, bias=False)
@@ -383,8 +379,6 @@ class XPressRefinerHead(nn.Module):
         candidate rows)."""
         buf = self._fused_buf
         blk, lat = step["blk"], step["lat"]
-        # The rows the next pass's latent kernel reads at the tokens this pass's argmax writes.
-        nxt = buf.get("emb_lat", self.w1.weight) if self.prefetch_next_rows else None
         # prefetch_weights: nothing a step runs writes the fused weights (a reload happens
         # between steps), so the kernel may copy them before the kernels ahead of it finish.
         ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
@@ -396,12 +390,12 @@ class XPressRefinerHead(nn.Module):
             reverse = step.get("gemv_reverse", False)
             ops.gather_gemv(self.w2.weight, step["cand"], lat, step["bias_c"], reverse)
             step["gemv_reverse"] = not reverse
-            ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk, nxt)
+            ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk)
         else:
             # prefetch_weights: W2 and the base logits are constant over a step.  Every other pass
             # walks W2 from its last rows (same ids), starting on the rows the pass before read
             # last, which L2 may still hold.
             reverse = step.get("readout_reverse", False)
             ops.readout_argmax_to_blk(step["slots"], lat, self.w2.weight, blk, None, prefetch_weights=True,
-                                      reverse=reverse, prefetch_rows=nxt)
+                                      reverse=reverse)
             step["readout_reverse"] = not reverse

@@ -66,7 +66,6 @@ def readout_argmax_to_blk(
     bias: torch.Tensor | None = None,
     prefetch_weights: bool = False,
     reverse: bool = False,
-    prefetch_rows: torch.Tensor | None = None,
 ) -> None:
     """``blk[n, 1 + b] = argmax_v dtype(base[r, v] + dtype(lat[r] . w2[v]))``: the full-vocabulary
     readout and ``add_argmax_to_blk`` in one call.  base [rows, V] or [N, B-1, V] (strided views
@@ -88,26 +87,15 @@ def readout_argmax_to_blk(
 
     ``reverse`` makes the fused kernels walk W2 from its last rows (same ids: the row's best does
     not depend on the order).  XPressRefinerHead alternates it over a step's passes, so each pass
-    starts on the rows the pass before read last, which L2 may still hold.
-
-    ``prefetch_rows``: a 2-D table (any dtype, unit stride along its rows) on blk's device whose
-    rows at the ids written the CUDA kernels ask L2 to fetch (ids clamped to its rows): a hint
-    for the kernel after this one, which reads them.  XPressRefinerHead passes the next latent
-    pass's embedding-latent table (or w1).  Nothing is read or written through it: the same ids
-    either way; the CPU checks it and ignores it."""
-    _ops.readout_argmax_to_blk.default(base, lat, w2, blk, bias, prefetch_weights, reverse, prefetch_rows)
+    starts on the rows the pass before read last, which L2 may still hold."""
+    _ops.readout_argmax_to_blk.default(base, lat, w2, blk, bias, prefetch_weights, reverse)
 
 
 def topc_argmax_to_blk(
-    base_c: torch.Tensor,
-    bias_c: torch.Tensor,
-    cand: torch.Tensor,
-    blk: torch.Tensor,
-    prefetch_rows: torch.Tensor | None = None,
+    base_c: torch.Tensor, bias_c: torch.Tensor, cand: torch.Tensor, blk: torch.Tensor
 ) -> None:
-    """``blk[n, j + 1] = cand[n, j, argmax_c dtype(base_c + bias_c)]``.  ``prefetch_rows``: as
-    for ``readout_argmax_to_blk`` (rows asked of L2 at the ids written; same ids either way)."""
-    _ops.topc_argmax_to_blk.default(base_c, bias_c, cand, blk, prefetch_rows)
+    """``blk[n, j + 1] = cand[n, j, argmax_c dtype(base_c + bias_c)]``."""
+    _ops.topc_argmax_to_blk.default(base_c, bias_c, cand, blk)
 
 
 def topc_select(
@@ -199,12 +187,12 @@ def _add_argmax_fake(base, bias, blk):
 
 
 @torch.library.register_fake("xpress_ext::readout_argmax_to_blk")
-def _readout_argmax_fake(base, lat, w2, blk, bias=None, prefetch_weights=False, reverse=False, prefetch_rows=None):
+def _readout_argmax_fake(base, lat, w2, blk, bias=None, prefetch_weights=False, reverse=False):
     return None
 
 
 @torch.library.register_fake("xpress_ext::topc_argmax_to_blk")
-def _topc_argmax_fake(base_c, bias_c, cand, blk, prefetch_rows=None):
+def _topc_argmax_fake(base_c, bias_c, cand, blk):
     return None
 
 

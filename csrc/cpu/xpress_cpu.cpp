@@ -211,9 +211,8 @@ void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tenso
 // given), then add_argmax.
 void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
                                const std::optional<at::Tensor>& bias, bool /*prefetch_weights: CUDA only*/,
-                               bool /*reverse: CUDA only, same ids*/, const std::optional<at::Tensor>& prefetch_rows) {
+                               bool /*reverse: CUDA only, same ids*/) {
   const ReadoutDims d = check_readout_argmax(base, lat, w2, blk, bias);
-  check_prefetch_rows("readout_argmax_to_blk", blk, prefetch_rows);  // a CUDA hint only
   const int64_t rows = d.a.N * d.a.Bm1;
   if (rows == 0) return;
   at::Tensor out = bias.has_value() ? *bias : at::empty({rows, d.a.V}, base.options());
@@ -222,10 +221,8 @@ void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, co
 }
 
 void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
-                            const at::Tensor& cand, at::Tensor& blk,
-                            const std::optional<at::Tensor>& prefetch_rows) {
+                            const at::Tensor& cand, at::Tensor& blk) {
   const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);
-  check_prefetch_rows("topc_argmax_to_blk", blk, prefetch_rows);  // a CUDA hint only
   const int64_t rows = d.N * d.Bm1;
   if (rows == 0) return;
   check_topc_ids(cand);

@@ -381,17 +381,9 @@ auto pick_argmax_kernel(bool vec, bool packed, Pick pick) {
   return vec ? pick(std::true_type{}, std::false_type{}) : pick(std::false_type{}, std::false_type{});
 }
 
-// The argmax ops' `prefetch_rows` (checked by check_prefetch_rows) as the kernels take it.
-k::RowPrefetch row_prefetch(const std::optional<at::Tensor>& rows) {
-  if (!rows.has_value() || rows->numel() == 0) return {};
-  const int64_t elem = static_cast<int64_t>(rows->element_size());
-  return {static_cast<const char*>(rows->const_data_ptr()), rows->size(0), rows->stride(0) * elem,
-          rows->size(1) * elem};
-}
-
 template <typename T>
 void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std::optional<at::Tensor>& bias,
-                       at::Tensor& blk, const k::RowPrefetch& next = {}) {
+                       at::Tensor& blk) {
   const int device = blk.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.N * d.Bm1;
@@ -436,7 +428,6 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
   a.vocab = d.V;
   a.chunk = (d.V + splits - 1) / splits;
   a.chunk = (a.chunk + kV - 1) / kV * kV;
-  a.next = next;
   const bool vec = rows_vectorizable(base, {d.base.sn, d.base.sb}) &&
                    (!bias.has_value() || rows_vectorizable(*bias, {d.bias.sn, d.bias.sb}));
 
@@ -477,8 +468,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 
 template <typename T>
 void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
-                           at::Tensor& blk, const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse,
-                           const k::RowPrefetch& next) {
+                           at::Tensor& blk, const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse) {
   const int device = blk.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.a.N * d.a.Bm1;
@@ -511,7 +501,6 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
       a.V = d.a.V;
       a.prefetch = prefetch_weights;
       a.reverse = reverse;
-      a.next = next;
       const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
       const dim3 red_grid(static_cast<unsigned>((rows + k::kReadoutWarps - 1) / k::kReadoutWarps));
       if (small) {
@@ -547,7 +536,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
   at::mm_out(out, lat.reshape({rows, d.R}), w2.t());
   AddArgmaxDims ad = d.a;
   ad.bias = {out.stride(0) * d.a.Bm1, out.stride(0)};
-  launch_add_argmax<T>(ad, base, out, blk, next);
+  launch_add_argmax<T>(ad, base, out, blk);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -555,7 +544,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
 
 template <typename T>
 void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::Tensor& bias_c,
-                        const at::Tensor& cand, at::Tensor& blk, const k::RowPrefetch& next) {
+                        const at::Tensor& cand, at::Tensor& blk) {
   const int64_t rows = d.N * d.Bm1;
   k::TopcArgmaxArgs<T> a{};
   a.base = cptr<T>(base_c);
@@ -575,7 +564,6 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
   a.C = d.C;
   a.warps_per_row = d.C > 1024 ? k::kTopcWarps : 1;
   a.trigger_first = rows <= k::kTopcTriggerFirstRows;
-  a.next = next;
   const int64_t rows_per_cta = k::kTopcWarps / a.warps_per_row;
   const int64_t grid = (rows + rows_per_cta - 1) / rows_per_cta;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(blk.get_device()).stream();
@@ -890,29 +878,22 @@ void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tens
 }
 
 void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
-                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse,
-                                const std::optional<at::Tensor>& prefetch_rows) {
+                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse) {
   const ReadoutDims d = check_readout_argmax(base, lat, w2, blk, bias);
-  check_prefetch_rows("readout_argmax_to_blk", blk, prefetch_rows);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
   if (d.a.N * d.a.Bm1 == 0) return;
-  const k::RowPrefetch next = row_prefetch(prefetch_rows);
-  XPRESS_DISPATCH_FLOAT(base.scalar_type(), "readout_argmax_to_blk", __nv_bfloat16, __half, float, [&] {
-    launch_readout_argmax<scalar_t>(d, base, lat, w2, blk, bias, prefetch_weights, reverse, next);
-  });
+  XPRESS_DISPATCH_FLOAT(base.scalar_type(), "readout_argmax_to_blk", __nv_bfloat16, __half, float,
+                        [&] { launch_readout_argmax<scalar_t>(d, base, lat, w2, blk, bias, prefetch_weights, reverse); });
 }
 
 void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
-                             const at::Tensor& cand, at::Tensor& blk,
-                             const std::optional<at::Tensor>& prefetch_rows) {
+                             const at::Tensor& cand, at::Tensor& blk) {
   const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);
-  check_prefetch_rows("topc_argmax_to_blk", blk, prefetch_rows);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
   if (d.N * d.Bm1 == 0) return;
   if (validate_enabled()) check_topc_ids(cand);
-  const k::RowPrefetch next = row_prefetch(prefetch_rows);
   XPRESS_DISPATCH_FLOAT(base_c.scalar_type(), "topc_argmax_to_blk", __nv_bfloat16, __half, float,
-                        [&] { launch_topc_argmax<scalar_t>(d, base_c, bias_c, cand, blk, next); });
+                        [&] { launch_topc_argmax<scalar_t>(d, base_c, bias_c, cand, blk); });
 }
 
 void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,

@@ -40,7 +40,6 @@ struct AddArgmaxArgs {
   int64_t bm1;    // B - 1
   int64_t vocab;  // V
   int64_t chunk;  // elements per split (a multiple of the vector width)
-  RowPrefetch next;  // rows asked of L2 at the ids written (common.cuh); base nullptr: none
 };
 
 // Scans [lo, hi) of one row with `threads` threads (this one is number `lane`).  kVec: both row
@@ -169,11 +168,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
     const uint64_t block_best = BlockReduce(reduce_storage).Reduce(best.packed(), cuda::maximum<>{});
     int64_t* dst = p.blk + n * p.blk_sn + (b + 1) * p.blk_sb;
     if (splits == 1) {
-      if (threadIdx.x == 0) {
-        const int64_t id = argmax_unpack_index(block_best);
-        *dst = id;
-        prefetch_row_l2(p.next, id, 0, 1);
-      }
+      if (threadIdx.x == 0) *dst = argmax_unpack_index(block_best);
     } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       namespace cg = cooperative_groups;
@@ -187,9 +182,7 @@ __global__ void __launch_bounds__(kArgmaxThreads)
       if (split == 0 && threadIdx.x == 0) {
         uint64_t v = split_best[0];
         for (int s = 1; s < splits; ++s) v = split_best[s] > v ? split_best[s] : v;
-        const int64_t id = argmax_unpack_index(v);
-        *dst = id;
-        prefetch_row_l2(p.next, id, 0, 1);
+        *dst = argmax_unpack_index(v);
       }
       cluster.sync();  // rank 0 has read the slots before the next row overwrites them
 #else

@@ -258,28 +258,5 @@ __device__ __forceinline__ int64_t clamp_index(int64_t v, int64_t size) {
   return v < 0 ? 0 : (v >= size ? size - 1 : v);
 }
 
-// A table whose rows a kernel asks L2 to fetch at the ids it writes into blk (the argmax ops'
-// `prefetch_rows`): a hint for the kernel after it, which reads those rows at those ids (in the
-// head: the next latent pass, its embedding-latent table or w1).  No visible effect; base
-// nullptr: none.
-struct RowPrefetch {
-  const char* base;
-  int64_t rows;    // ids are clamped to [0, rows)
-  int64_t stride;  // row stride, bytes
-  int64_t bytes;   // row length, bytes
-};
-
-// Lane `lane` of `lanes` asks L2 for its share of the 128-byte lines that row `id` (clamped)
-// touches.  Fire and forget: nothing waits for the lines.
-__device__ __forceinline__ void prefetch_row_l2(const RowPrefetch& pf, int64_t id, int lane, int lanes) {
-  if (pf.base == nullptr) return;
-  const char* row = pf.base + clamp_index(id, pf.rows) * pf.stride;
-  const uintptr_t end = reinterpret_cast<uintptr_t>(row) + static_cast<uintptr_t>(pf.bytes);
-  for (uintptr_t line = (reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + uintptr_t{128} * lane; line < end;
-       line += uintptr_t{128} * lanes) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-  }
-}
-
 }  // namespace kernels
 }  // namespace xpress

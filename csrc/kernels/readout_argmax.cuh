@@ -49,7 +49,6 @@ struct ReadoutArgs {
   int64_t V;         // a multiple of 8
   bool prefetch;  // the first tile's W2 rows and base pairs are loaded before the grid-dependency wait
   bool reverse;   // walk W2 from its last tile (same ids: the per-row max does not depend on the order)
-  RowPrefetch next;  // rows asked of L2 at the ids written (common.cuh); base nullptr: none
 };
 
 // lat's row stride in shared memory (elements): 16 words mod 32 banks, so the 16-byte reads of
@@ -211,9 +210,7 @@ __global__ void __launch_bounds__(kReadoutThreads) readout_argmax_reduce_kernel(
     v = o > v ? o : v;
   }
   v = warp_max_u64(v);
-  const int64_t id = argmax_unpack_index(v);
-  if (lane == 0) p.blk[static_cast<int64_t>(r / p.bm1) * p.blk_sn + (r % p.bm1 + 1) * p.blk_sb] = id;
-  prefetch_row_l2(p.next, id, lane, 32);
+  if (lane == 0) p.blk[static_cast<int64_t>(r / p.bm1) * p.blk_sn + (r % p.bm1 + 1) * p.blk_sb] = argmax_unpack_index(v);
 }
 
 }  // namespace kernels

@@ -34,7 +34,6 @@ struct TopcArgmaxArgs {
   int64_t C;
   int warps_per_row;
   bool trigger_first;  // grid_dependency_sync_trigger_first (common.cuh): rows <= kTopcTriggerFirstRows
-  RowPrefetch next;    // rows asked of L2 at the ids written (common.cuh); base nullptr: none
 };
 
 // Up to this many rows (N <= 32 at B = 16) the kernel lets the next one in before its own wait.
@@ -76,9 +75,7 @@ __global__ void __launch_bounds__(kTopcThreads)
   }
   if (active && lane == 0 && warp % wpr == 0) {
     const int64_t c = argmax_unpack_index(v);
-    const int64_t id = p.cand[n * p.cand_sn + b * p.cand_sb + c];
-    p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = id;
-    prefetch_row_l2(p.next, id, 0, 1);
+    p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = p.cand[n * p.cand_sn + b * p.cand_sb + c];
   }
 }
 
@@ -130,14 +127,7 @@ __global__ void __launch_bounds__(kTopcPackedMaxWarps * 32)
   const uint32_t e = packed_position(best);  // vector e / kV of this lane, element e % kV
   const uint32_t col = key == top ? (e / kV * 32 + lane) * kV + e % kV : 0xFFFFFFFFu;
   const uint32_t first = __reduce_min_sync(0xFFFFFFFFu, col);
-  if (p.next.base == nullptr) {
-    if (lane == 0) p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = p.cand[n * p.cand_sn + b * p.cand_sb + first];
-    return;
-  }
-  // The whole warp reads the id (one address) and asks L2 for its row, a line a lane.
-  const int64_t id = p.cand[n * p.cand_sn + b * p.cand_sb + first];
-  if (lane == 0) p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = id;
-  prefetch_row_l2(p.next, id, lane, 32);
+  if (lane == 0) p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = p.cand[n * p.cand_sn + b * p.cand_sb + first];
 }
 
 }  // namespace kernels
