@@ -10,7 +10,7 @@ id sum to compare the builds' bits:
 With ``--table`` it is an A/B within one build instead: each latent_pass timing and each draft step
 alternates without and with the embedding-latent table (``emb_lat=``; the head's
 ``latent_table``), twice, and checks that both give the same bits.  ``--latent-only``: no draft
-steps.
+steps; ``--steps-only``: no latent_pass timings.
 """
 import os
 import sys
@@ -22,6 +22,7 @@ from xpress_ext import draft, ops, selfcheck, timing  # noqa: E402
 
 TABLE = "--table" in sys.argv
 LATENT_ONLY = "--latent-only" in sys.argv  # no draft steps
+STEPS_ONLY = "--steps-only" in sys.argv  # no latent_pass timings
 args_ = [a for a in sys.argv[1:] if not a.startswith("--")]
 tag = args_[0] if args_ else "build"
 SETTINGS = (False, True, False, True) if TABLE else (False,)
@@ -29,7 +30,7 @@ B, R, H, V, K, C = 16, 256, 512, 151936, 6, 512
 DTYPE = torch.bfloat16
 gen = torch.Generator(device="cpu").manual_seed(0)
 with torch.no_grad():
-    for N in (1, 4, 16, 32):
+    for N in () if STEPS_ONLY else (1, 4, 16, 32):
         inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
         args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
         table = ops.latent_embed_table(inp["w1"], inp["wlat_t"]) if TABLE else None

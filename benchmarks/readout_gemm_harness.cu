@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
       k::ReadoutArgs<T> a = g.a;
       const int parts = static_cast<int>(std::min<int64_t>((V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, sms));
       const size_t smem16 = k::readout_smem_bytes(256, sizeof(T));
+      CK(cudaFuncSetAttribute(k::readout_argmax_partial_kernel<T, 16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(smem16)));
       const LaunchTimes t16 = time_launches(s, [&](cudaStream_t st) {
         launch(k::readout_argmax_partial_kernel<T, 16>, dim3(parts), k::kReadoutThreads, smem16, st, a);
         launch(k::readout_argmax_reduce_kernel<T>, dim3(1), k::kReadoutThreads, 0, st, a, parts);

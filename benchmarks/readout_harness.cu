@@ -63,6 +63,7 @@ int main() {
   a.prefetch = false;
   const size_t smem = k::readout_smem_bytes(256, sizeof(T));
   auto kernel = k::readout_argmax_partial_kernel<T, 16>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   std::printf("%d threads a CTA, grid %d, shared memory %zu B\n", k::kReadoutThreads, parts, smem);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

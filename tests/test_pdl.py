@@ -212,8 +212,8 @@ def test_every_kernel_waits_before_it_touches_memory():
     grid_dependency_sync(), and the launchers start kernels only through launch_kernel().  The
     one exception is latent_pass_kernel with prefetch_weights (the caller's promise that no
     kernel before it writes the weights): before its wait it issues only the weight copies; and
-    likewise readout_argmax_partial_kernel with prefetch_weights, whose loads before its wait
-    read only w2 and base, and readout_argmax_gemm_kernel with it, whose producer's TMA copies
+    likewise readout_argmax_partial_kernel with prefetch_weights, whose loads and staged copies
+    before its wait read only w2 and base, and readout_argmax_gemm_kernel with it, whose producer's TMA copies
     read only w2 and base (through their tensor maps) while the consumers wait before lat."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
@@ -230,6 +230,11 @@ def test_every_kernel_waits_before_it_touches_memory():
     # loads load() makes from them (its pointers are w_lane and b_row, set from w2 and base)
     assert set(re.findall(r"\bp\.(\w+)", load)) <= {"w2", "w2_s", "V", "base"}, load
     assert re.findall(r"\b(?:ld_stream16|ld_issue)\(([^;]*)\)", load) and "lat" not in load, load
+    # the staged tiles' copies: from the same w2 and base addresses (w_lane, b_row; p.base only as
+    # the untouched source of zero-filled copies)
+    stage = re.search(r"auto stage = \[&\]\(int64_t tile, [^\n]*\) \{\n(.*?)\n  \};", pre_wait, re.S).group(1)
+    assert set(re.findall(r"\bp\.(\w+)", stage)) <= {"w2_s", "base"}, stage
+    assert re.findall(r"\bcp_async(?:16|4)\(", stage) and "lat" not in stage, stage
     assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"w2", "w2_s", "V", "base", "rows", "bm1", "base_sn", "base_sb",
                                                         "prefetch", "reverse"}, pre_wait
     assert "p.lat" not in pre_wait and "p.partial" not in pre_wait and "p.blk" not in pre_wait

@@ -508,6 +508,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
         at::Tensor partial = at::empty({rows, parts}, blk.options());
         a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
         const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;
+        allow_max_smem(kernel, device);  // the staged W2 tiles: ~210 KB
         launch_kernel(kernel, dim3(static_cast<unsigned>(parts)), dim3(k::kReadoutThreads), k::readout_smem_bytes(a.R, sizeof(T)), stream, 1, a);
         launch_kernel(k::readout_argmax_reduce_kernel<T>, red_grid, dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
         return;

@@ -55,9 +55,24 @@ struct ReadoutArgs {
 // rows g and g + 1 by one quarter-warp fall in different banks.
 __host__ __device__ constexpr int readout_ld_x(int R) { return R + 32; }
 
-// lat rows, then the rows' bests (dynamic shared memory, as for every kernel of the package).
+// W2 bytes a warp stages in shared memory: its first n-tiles' W2 chunks (and base pairs) are
+// copied there by cp.async at the kernel's start -- before the grid-dependency wait with
+// `prefetch` -- so that, behind the latent pass (which holds 8 SMs at N = 1), the other SMs'
+// CTAs load about a third of W2 while that kernel runs, instead of one tile a warp.
+constexpr int kReadoutStageBytes = 16 * 1024;
+// n-tiles a warp stages (a tile: 8 W2 rows of R 16-bit elements).
+__host__ __device__ constexpr int readout_staged_tiles(int R) { return kReadoutStageBytes / (8 * R * 2); }
+
+// Dynamic shared memory (as for every kernel of the package): lat rows, the rows' bests, then
+// per warp its staged tiles' W2 chunks ([tile][chunk][lane] 16-byte slots: a lane reads back
+// only what it copied, one quarter-warp's reads 128 contiguous bytes) and base pairs
+// ([tile][half][lane] words).
+__host__ __device__ constexpr size_t readout_stage_offset(int R, int elem) {
+  return (static_cast<size_t>(elem) * kReadoutMaxRows * readout_ld_x(R) + sizeof(uint64_t) * kReadoutMaxRows + 15) / 16 * 16;
+}
 __host__ __device__ constexpr size_t readout_smem_bytes(int R, int elem) {
-  return static_cast<size_t>(elem) * kReadoutMaxRows * readout_ld_x(R) + sizeof(uint64_t) * kReadoutMaxRows;
+  return readout_stage_offset(R, elem) +
+         static_cast<size_t>(kReadoutWarps) * readout_staged_tiles(R) * (R / 16 * 32 * 8 + 2 * 32 * 4);
 }
 
 // (lo, hi) rounded to the dtype, packed low half first.
@@ -112,13 +127,37 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
       bp[h] = b_row[h] != nullptr ? static_cast<uint32_t>(ld_issue(reinterpret_cast<const int32_t*>(b_row[h] + tile * 8))) : 0u;
     }
   };
+  // The warp's first kStaged tiles (walk positions nt + j * warps) into its shared-memory slots,
+  // one cp.async group a tile (empty past the last tile), each lane copying the chunks and base
+  // pairs it will read; then the first streamed tile's loads into registers.
+  constexpr int kStaged = readout_staged_tiles(R);
+  static_assert(kStaged >= 1 && kStaged <= 8, "cp_async_wait_upto takes up to 7 pending groups");
+  int4* const s_w_all = reinterpret_cast<int4*>(smem + readout_stage_offset(R, sizeof(T)));
+  uint32_t* const s_bp_all = reinterpret_cast<uint32_t*>(s_w_all + kReadoutWarps * kStaged * kChunks * 32);
+  int4* const s_w = s_w_all + (tid >> 5) * kStaged * kChunks * 32;
+  uint32_t* const s_bp = s_bp_all + (tid >> 5) * kStaged * 2 * 32;
+  auto stage = [&](int64_t tile, int j) {
+    const T* src = w_lane + tile * 8 * p.w2_s;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) cp_async16(s_w + (j * kChunks + c) * 32 + lane, src + c * 32, 16);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      cp_async4(s_bp + (j * 2 + h) * 32 + lane, b_row[h] != nullptr ? b_row[h] + tile * 8 : p.base, b_row[h] != nullptr ? 4 : 0);
+    }
+  };
+#pragma unroll
+  for (int j = 0; j < kStaged; ++j) {
+    if (nt + j * warps < n_tiles) stage(tile_at(nt + j * warps), j);
+    cp_async_commit();
+  }
   int4 w[kChunks];
   uint32_t bp[2];
-  if (nt < n_tiles) load(tile_at(nt), w, bp);
+  if (nt + kStaged * warps < n_tiles) load(tile_at(nt + kStaged * warps), w, bp);
   // The grid-dependency wait (common.cuh) comes before any global access, except with
   // p.prefetch: the caller promises that no kernel ahead of this one writes w2 or base, so the
-  // first tile's loads (load: w2 and base only) go out first and land while the kernel before
-  // (the latent pass) finishes; lat, which that kernel writes, is read after the wait.
+  // staged copies and the first streamed tile's loads (stage, load: w2 and base only) go out
+  // first and land while the kernel before (the latent pass) runs; lat, which that kernel
+  // writes, is read after the wait.
   if (p.prefetch) grid_dependency_sync();
   // lat rows into shared memory (zero past p.rows), then this lane's A fragments into registers
   // with the chunk map above: rows g and g + 8 at chunk 4c + t give steps 2c and 2c + 1.
@@ -137,12 +176,8 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
     a[2 * c][1] = hi.x, a[2 * c][3] = hi.y, a[2 * c + 1][1] = hi.z, a[2 * c + 1][3] = hi.w;
   }
   uint64_t best0 = 0, best1 = 0;
-  for (; nt < n_tiles; nt += warps) {
-    // The next tile's loads go out before this tile's MMAs, so the warp keeps them in flight
-    // (H200, harness: 24.1 us with 12 warps; loads after the MMAs 24.7 with 16 warps, 26.3 with 8).
-    int4 wn[kChunks];
-    uint32_t bpn[2];
-    if (nt + warps < n_tiles) load(tile_at(nt + warps), wn, bpn);
+  // Scores walk position i's tile from its W2 chunks and base pairs into best0 / best1.
+  auto score = [&](int64_t i, const int4 (&w)[kChunks], const uint32_t (&bp)[2]) {
     // Four independent accumulation chains (k-steps ks % 4, added at the end).
     float acc[4][4];
 #pragma unroll
@@ -158,7 +193,7 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
     // the dtype in one convert, the base pair read as one word, one packed add with NaN made
     // canonical, two order-preserving 16-bit keys; word = key << 32 | ~v, so the largest word
     // is the largest score and, among equal ones, the lowest v.
-    const uint32_t v = static_cast<uint32_t>(tile_at(nt) * 8) + 2 * t;
+    const uint32_t v = static_cast<uint32_t>(tile_at(i) * 8) + 2 * t;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // h = 0: row g (acc elements 0, 1); 1: row g + 8 (2, 3)
       if (b_row[h] != nullptr) {
@@ -175,6 +210,30 @@ __global__ void __launch_bounds__(kReadoutThreads, 1) readout_argmax_partial_ker
         }
       }
     }
+  };
+  // The staged tiles first, each once its own copies have landed (no barrier: a lane reads only
+  // what it copied).
+#pragma unroll
+  for (int j = 0; j < kStaged; ++j) {
+    cp_async_wait_upto(kStaged - 1 - j);
+    if (nt < n_tiles) {
+      int4 ws[kChunks];
+      uint32_t bps[2];
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) ws[c] = s_w[(j * kChunks + c) * 32 + lane];
+      bps[0] = s_bp[(j * 2) * 32 + lane];
+      bps[1] = s_bp[(j * 2 + 1) * 32 + lane];
+      score(nt, ws, bps);
+    }
+    nt += warps;
+  }
+  for (; nt < n_tiles; nt += warps) {
+    // The next tile's loads go out before this tile's MMAs, so the warp keeps them in flight
+    // (H200, harness: 24.1 us with 12 warps; loads after the MMAs 24.7 with 16 warps, 26.3 with 8).
+    int4 wn[kChunks];
+    uint32_t bpn[2];
+    if (nt + warps < n_tiles) load(tile_at(nt + warps), wn, bpn);
+    score(nt, w, bp);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) w[c] = wn[c];
     bp[0] = bpn[0];
