@@ -504,7 +504,8 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
       const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
       const dim3 red_grid(static_cast<unsigned>((rows + k::kReadoutWarps - 1) / k::kReadoutWarps));
       if (small) {
-        const int parts = static_cast<int>(std::min<int64_t>((d.a.V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, prop->multiProcessorCount));
+        const int sms = prop->multiProcessorCount - (prefetch_weights && prop->multiProcessorCount > 2 * k::kReadoutBehindSMs ? k::kReadoutBehindSMs : 0);
+        const int parts = static_cast<int>(std::min<int64_t>((d.a.V / 8 + k::kReadoutWarps - 1) / k::kReadoutWarps, sms));
         at::Tensor partial = at::empty({rows, parts}, blk.options());
         a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
         const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;

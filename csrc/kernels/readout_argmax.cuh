@@ -59,7 +59,13 @@ __host__ __device__ constexpr int readout_ld_x(int R) { return R + 32; }
 // copied there by cp.async at the kernel's start -- before the grid-dependency wait with
 // `prefetch` -- so that, behind the latent pass (which holds 8 SMs at N = 1), the other SMs'
 // CTAs load about a third of W2 while that kernel runs, instead of one tile a warp.
-constexpr int kReadoutStageBytes = 16 * 1024;
+// 8 KB (H200, session 34): with 16 KB (213 KB of shared memory a CTA, leaving L1 ~28 KB) the
+// kernel streamed slower, 31.2 against 27.9 us alone at N = 1.
+constexpr int kReadoutStageBytes = 8 * 1024;
+// With `prefetch` the grid leaves out the SMs the kernel ahead holds (the latent pass at N = 1:
+// one cluster of 8 CTAs), whose CTAs of this grid could start only once it ends and, with the
+// same share of W2 as the others but nothing staged, would finish last.
+constexpr int kReadoutBehindSMs = 8;
 // n-tiles a warp stages (a tile: 8 W2 rows of R 16-bit elements).
 __host__ __device__ constexpr int readout_staged_tiles(int R) { return kReadoutStageBytes / (8 * R * 2); }
 
