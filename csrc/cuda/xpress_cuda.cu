@@ -461,7 +461,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 //     tensor) and then add_argmax.
 // Both fused paths take 16-bit rows of R = 128 or 256, 16-byte-aligned rows of base and w2 and V
 // a multiple of 8.  Measured on the H200 (benchmarks/RESULTS.md): the 16-row kernel takes
-// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6); the GEMM kernel 76.4 µs at N = 32
+// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6; 26.9 with session 34's staged tiles); the GEMM kernel 76.4 µs at N = 32
 // in session 26's table (81.0 at 480 rows in benchmarks/readout_gemm_harness.cu, 90.5 for
 // session 25's build), against ~150 for the split path, and 27.5 at 15 rows in the harness,
 // where the 16-row kernel's 26.0 stays.

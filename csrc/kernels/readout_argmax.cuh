@@ -6,7 +6,10 @@
 //   kernel 1 (a CTA per SM, 12 warps): the rows' lat as the MMA's A fragments in registers; each
 //     warp walks n-tiles of 8 W2 rows over the grid, loading a tile's rows straight into the B
 //     fragments (16-byte loads, the next tile's in flight while this one's MMAs run; no
-//     shared-memory staging and no barrier per tile), with the tile's base pairs.  Tensor-core
+//     barrier per tile), with the tile's base pairs.  Its first tiles it copies into shared
+//     memory at the start -- before the grid-dependency wait with `prefetch`, so behind the
+//     latent kernel the grid loads ~12 MB of W2 while that kernel runs -- and scores them first
+//     (kReadoutStageBytes, kReadoutBehindSMs below).  Tensor-core
 //     MMAs (fp32 accumulation, four independent chains over k), each sum rounded to the dtype,
 //     added to base and rounded again (SPEC.md's score) two at a time, and kept as a packed
 //     (key, ~v) running max per row and lane; the CTA's best per row goes to partial[row, cta].
@@ -18,8 +21,8 @@
 // fragments are read from lat with the same map.  So the fp32 order of a dot product is the
 // tensor cores' over that order (16 products a step, four chains), and the bias can differ from
 // another implementation's (cuBLAS, the CPU) in the last bit, as two GEMMs can.
-// Measured on the H200 (benchmarks/readout_harness.cu, RESULTS.md session 20): this kernel 24.1
-// us at N = 1 against 29.1 for the previous one, which staged 64-row W2 tiles through a
+// Measured on the H200 (benchmarks/readout_harness.cu, RESULTS.md session 20): this kernel
+// (before the staged tiles) 24.1 us at N = 1 against 29.1 for the previous one, which staged 64-row W2 tiles through a
 // cp.async ring (3-6 stages alike), and 20.1 for a kernel that only reads the same bytes.  More
 // rows (two or four m-tiles) were measured slower than cuBLAS + add_argmax (session 19) and
 // take that path.
@@ -58,9 +61,10 @@ __host__ __device__ constexpr int readout_ld_x(int R) { return R + 32; }
 // W2 bytes a warp stages in shared memory: its first n-tiles' W2 chunks (and base pairs) are
 // copied there by cp.async at the kernel's start -- before the grid-dependency wait with
 // `prefetch` -- so that, behind the latent pass (which holds 8 SMs at N = 1), the other SMs'
-// CTAs load about a third of W2 while that kernel runs, instead of one tile a warp.
-// 8 KB (H200, session 34): with 16 KB (213 KB of shared memory a CTA, leaving L1 ~28 KB) the
-// kernel streamed slower, 31.2 against 27.9 us alone at N = 1.
+// CTAs load ~12 MB of W2 while that kernel runs, instead of one tile a warp.  H200, session 34
+// (RESULTS.md): the full draft step at N = 1 196.5-197.8 against 210.5-213.6 us before; 16 KB
+// (213 KB of shared memory a CTA, leaving L1 ~28 KB for the streamed loads) streamed slower,
+// 31.2 against 27.9 us alone; 12 KB measured level with 8.
 constexpr int kReadoutStageBytes = 8 * 1024;
 // With `prefetch` the grid leaves out the SMs the kernel ahead holds (the latent pass at N = 1:
 // one cluster of 8 CTAs), whose CTAs of this grid could start only once it ends and, with the
