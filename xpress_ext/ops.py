@@ -81,9 +81,11 @@ def readout_argmax_to_blk(
 
     ``prefetch_weights`` lets the fused kernels copy their first tiles of ``w2`` and ``base`` before
     they wait for the kernels ahead of them on the stream (programmatic dependent launch), so the
-    copies overlap them.  Pass True only when no kernel queued before this one writes ``w2`` or
-    ``base`` -- as in XPressRefinerHead, where both are constant over a draft step.  Same ids
-    either way; the CPU and the GEMM path ignore it.
+    copies overlap them: the 16-row kernel ~12 MB of W2 into shared memory, on all SMs but 8,
+    which it leaves to the kernel ahead (the head's latent pass at N = 1 holds 8).  Pass True
+    only when no kernel queued before this one writes ``w2`` or ``base`` -- as in
+    XPressRefinerHead, where both are constant over a draft step.  Same ids either way; the CPU
+    and the cuBLAS path ignore it.
 
     ``reverse`` makes the fused kernels walk W2 from its last rows (same ids: the row's best does
     not depend on the order).  XPressRefinerHead alternates it over a step's passes, so each pass
