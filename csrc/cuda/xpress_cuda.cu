@@ -461,10 +461,10 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
 //     tensor) and then add_argmax.
 // Both fused paths take 16-bit rows of R = 128 or 256, 16-byte-aligned rows of base and w2 and V
 // a multiple of 8.  Measured on the H200 (benchmarks/RESULTS.md): the 16-row kernel takes
-// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6; 26.9 with session 34's staged tiles); the GEMM kernel 76.4 µs at N = 32
-// in session 26's table (81.0 at 480 rows in benchmarks/readout_gemm_harness.cu, 90.5 for
-// session 25's build), against ~150 for the split path, and 27.5 at 15 rows in the harness,
-// where the 16-row kernel's 26.0 stays.
+// 27.0-27.6 µs at N = 1 (session 20; the split path ~30.6; 26.9 with session 34's staged
+// tiles); the GEMM kernel 76.4 µs at N = 32 in session 26's table (81.0 at 480 rows in
+// benchmarks/readout_gemm_harness.cu, 90.5 for session 25's build), against ~150 for the split
+// path, and 27.5 at 15 rows in the harness, where the 16-row kernel's 26.0 stays.
 
 template <typename T>
 void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2,
@@ -509,7 +509,7 @@ void launch_readout_argmax(const ReadoutDims& d, const at::Tensor& base, const a
         at::Tensor partial = at::empty({rows, parts}, blk.options());
         a.partial = reinterpret_cast<uint64_t*>(partial.mutable_data_ptr<int64_t>());
         const auto kernel = a.R == 256 ? k::readout_argmax_partial_kernel<T, 16> : k::readout_argmax_partial_kernel<T, 8>;
-        allow_max_smem(kernel, device);  // the staged W2 tiles: ~210 KB
+        allow_max_smem(kernel, device);  // the staged W2 tiles: ~111 KB at R = 256
         launch_kernel(kernel, dim3(static_cast<unsigned>(parts)), dim3(k::kReadoutThreads), k::readout_smem_bytes(a.R, sizeof(T)), stream, 1, a);
         launch_kernel(k::readout_argmax_reduce_kernel<T>, red_grid, dim3(k::kReadoutThreads), 0, stream, 1, a, parts);
         return;

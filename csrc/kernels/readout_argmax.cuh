@@ -6,7 +6,7 @@
 //   kernel 1 (a CTA per SM, 12 warps): the rows' lat as the MMA's A fragments in registers; each
 //     warp walks n-tiles of 8 W2 rows over the grid, loading a tile's rows straight into the B
 //     fragments (16-byte loads, the next tile's in flight while this one's MMAs run; no
-//     barrier per tile), with the tile's base pairs.  Its first tiles it copies into shared
+//     barrier per tile), with the tile's base pairs.  It copies its first tiles into shared
 //     memory at the start -- before the grid-dependency wait with `prefetch`, so behind the
 //     latent kernel the grid loads ~12 MB of W2 while that kernel runs -- and scores them first
 //     (kReadoutStageBytes, kReadoutBehindSMs below).  Tensor-core
@@ -22,8 +22,9 @@
 // tensor cores' over that order (16 products a step, four chains), and the bias can differ from
 // another implementation's (cuBLAS, the CPU) in the last bit, as two GEMMs can.
 // Measured on the H200 (benchmarks/readout_harness.cu, RESULTS.md session 20): this kernel
-// (before the staged tiles) 24.1 us at N = 1 against 29.1 for the previous one, which staged 64-row W2 tiles through a
-// cp.async ring (3-6 stages alike), and 20.1 for a kernel that only reads the same bytes.  More
+// (before the staged tiles) 24.1 us at N = 1 against 29.1 for the previous one, which staged
+// 64-row W2 tiles through a cp.async ring (3-6 stages alike), and 20.1 for a kernel that only
+// reads the same bytes.  More
 // rows (two or four m-tiles) were measured slower than cuBLAS + add_argmax (session 19) and
 // take that path.
 #pragma once
