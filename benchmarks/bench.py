@@ -247,6 +247,36 @@ def gather_gemv_case(N, gen):
                 lambda i: torch.bmm(w2c[i], sets[i][1].view(rows, R, 1)), None, nsets, nbytes)
 
 
+def gemv_argmax_case(N, gen):
+    """One top-C pass after the latent kernel, as the head calls it (gather_gemv_argmax_to_blk
+    with prefetch: one launch at N = 1, gather_gemv and topc_argmax_to_blk past that), against
+    the same math in torch over the rows gathered once per step (the gather itself not counted).
+    Bytes: the candidates' W2 rows, their ids and base logits, lat."""
+    rows = N * (B - 1)
+    nbytes = rows * C * (R * 2 + 8 + 2) + rows * R * 2
+    nsets = nsets_for(nbytes)
+    table = (torch.randn(V, R, device="cuda") * 0.05).to(DTYPE)
+    sets = [(torch.randint(0, V, (N, B - 1, C), device="cuda").sort(-1).values,
+             torch.randn(N, B - 1, R, device="cuda").to(DTYPE), (torch.randn(N, B - 1, C, device="cuda") * 2).to(DTYPE))
+            for _ in range(nsets)]
+    w2c = [table[ids].view(rows, C, R) for ids, _, _ in sets]
+    blk, blk_t = (torch.zeros(N, B, dtype=torch.long, device="cuda") for _ in range(2))
+    xpress_ext.gather_gemv_argmax_to_blk(table, *sets[0], blk, False, True)
+    if N <= 16:  # (slow reference: small N)
+        cand, lat, base_c = sets[0]
+        want = ref.topc_argmax_to_blk(base_c, ref.gather_gemv(table, cand, lat), cand, torch.zeros_like(blk))
+        if not torch.equal(blk, want):
+            raise RuntimeError(f"gather_gemv_argmax_to_blk differs from the reference at N={N}")
+
+    def eager(i):
+        cand, lat, base_c = sets[i]
+        bias = torch.bmm(w2c[i], lat.view(rows, R, 1)).view(N, B - 1, C)
+        blk_t[:, 1:] = cand.gather(-1, (base_c + bias).argmax(-1, keepdim=True)).squeeze(-1)
+
+    return Case(lambda i: xpress_ext.gather_gemv_argmax_to_blk(table, *sets[i], blk, False, True), eager, None,
+                nsets, nbytes)
+
+
 def sconv_case(kind, gen):
     b = selfcheck.sconv_batch(kind, "cuda", DTYPE, gen)
     args = [b[k] for k in selfcheck.SCONV_ARGS]
@@ -322,6 +352,7 @@ CASES = {
     "topc_select": (topc_select_case, NS),
     "gather_rows": (gather_rows_case, NS),
     "gather_gemv": (gather_gemv_case, NS),
+    "gemv_argmax": (gemv_argmax_case, NS),
     "sconv": (sconv_case, selfcheck.SCONV_KINDS),
     "seq_metadata": (seq_metadata_case, selfcheck.SCONV_KINDS),
     "draft_full": (lambda N, g: draft_case("full", N, g), NS),

@@ -437,12 +437,50 @@ GatherGemvDims check_gather_gemv(const at::Tensor& table, const at::Tensor& ids,
   return d;
 }
 
+GatherGemvDims check_gather_gemv_argmax(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
+                                        const at::Tensor& base_c, const at::Tensor& blk) {
+  constexpr const char* op = "gather_gemv_argmax_to_blk";
+  check_same_device(op, {{"table", &table}, {"cand", &cand}, {"lat", &lat}, {"base_c", &base_c}, {"blk", &blk}});
+  check_float_dtype(op, "table", table);
+  check_dtype(op, "cand", cand, at::kLong);
+  check_dtype(op, "lat", lat, table.scalar_type());
+  check_dtype(op, "base_c", base_c, table.scalar_type());
+  check_dtype(op, "blk", blk, at::kLong);
+  check_dim(op, "table", table, 2);
+  check_dim(op, "cand", cand, 3);
+  check_dim(op, "lat", lat, 3);
+  check_dim(op, "base_c", base_c, 3);
+  check_dim(op, "blk", blk, 2);
+  GatherGemvDims d{};
+  d.S1 = blk.size(0);
+  TORCH_CHECK_VALUE(blk.size(1) >= 1, op, ": blk.shape[1] (B) must be >= 1, got ", blk.size(1));
+  d.S2 = blk.size(1) - 1;
+  d.M = cand.size(2);
+  d.K = table.size(1);
+  d.V = table.size(0);
+  TORCH_CHECK_VALUE(d.M >= 1, op, ": cand.shape[2] (C, candidates per slot) must be >= 1, got ", d.M);
+  TORCH_CHECK_VALUE(d.M <= std::numeric_limits<int32_t>::max(), op, ": cand.shape[2] (C) must be < 2^31, got ", d.M);
+  for (const NamedTensor& nt : {NamedTensor{"cand", &cand}, NamedTensor{"lat", &lat}, NamedTensor{"base_c", &base_c}}) {
+    check_size(op, nt.first, *nt.second, 0, d.S1, "N = blk.shape[0]");
+    check_size(op, nt.first, *nt.second, 1, d.S2, "B - 1 from blk");
+  }
+  check_size(op, "base_c", base_c, 2, d.M, "C = cand.shape[2]");
+  check_size(op, "lat", lat, 2, d.K, "K = table.shape[1]");
+  for (const NamedTensor& nt : {NamedTensor{"table", &table}, NamedTensor{"cand", &cand}, NamedTensor{"lat", &lat},
+                                NamedTensor{"base_c", &base_c}, NamedTensor{"blk", &blk}}) {
+    check_inner_stride(op, nt.first, *nt.second);
+  }
+  TORCH_CHECK_VALUE(d.V > 0 || cand.numel() == 0, op, ": table has no rows to read (shape ", table.sizes(), ")");
+  check_writable(op, {"blk", &blk}, {{"table", &table}, {"cand", &cand}, {"lat", &lat}, {"base_c", &base_c}});
+  return d;
+}
+
 int64_t gather_gemv_stride(const at::Tensor& t, int i) {
   return t.dim() == 3 ? t.stride(i) : (i == 0 ? 0 : t.stride(i - 1));
 }
 
-void check_gather_gemv_ids(const GatherGemvDims& d, const at::Tensor& ids) {
-  check_index_range("gather_gemv", "ids", ids, 0, d.V, "rows of table");
+void check_gather_gemv_ids(const GatherGemvDims& d, const at::Tensor& ids, const char* op, const char* name) {
+  check_index_range(op, name, ids, 0, d.V, "rows of table");
 }
 
 SconvDims check_sconv(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& cache,

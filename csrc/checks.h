@@ -113,10 +113,16 @@ struct GatherGemvDims {
 // input.  2-D operands are seen as S1 = 1.
 GatherGemvDims check_gather_gemv(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x,
                                  const at::Tensor& out);
+// gather_gemv_argmax_to_blk: table [V, K]; cand int64 and base_c (table's dtype) [N, B-1, C],
+// C >= 1; lat [N, B-1, K]; blk int64 [N, B]; each unit stride along its last dim;
+// blk overlapping no input.  Returns gather_gemv's dims (S1 = N, S2 = B-1, M = C).
+GatherGemvDims check_gather_gemv_argmax(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
+                                        const at::Tensor& base_c, const at::Tensor& blk);
 // Stride i (0: s1, 1: s2, 2: last) of a gather_gemv operand, a 2-D one seen as [1, S, ..].
 int64_t gather_gemv_stride(const at::Tensor& t, int i);
 // ids index table's rows: in [0, V).
-void check_gather_gemv_ids(const GatherGemvDims& d, const at::Tensor& ids);
+void check_gather_gemv_ids(const GatherGemvDims& d, const at::Tensor& ids, const char* op = "gather_gemv",
+                           const char* name = "ids");
 
 struct SconvDims {
   int64_t T, C, H, W, D, block_size, num_blocks, num_reqs, max_blocks;

@@ -28,7 +28,9 @@ void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at
                      const std::optional<at::Tensor>& blk);
 void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
-                     bool reverse);
+                     bool reverse, bool prefetch);
+void gather_gemv_argmax_to_blk_cpu(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
+                                   const at::Tensor& base_c, at::Tensor& blk, bool reverse, bool prefetch);
 
 at::Tensor sconv_cpu(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                      const at::Tensor& positions, const at::Tensor& block_table,
@@ -67,7 +69,9 @@ void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, a
 std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_t device);
 void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
-                      bool reverse);
+                      bool reverse, bool prefetch);
+void gather_gemv_argmax_to_blk_cuda(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
+                                    const at::Tensor& base_c, at::Tensor& blk, bool reverse, bool prefetch);
 at::Tensor sconv_cuda(const at::Tensor& x, const at::Tensor& weight, at::Tensor& cache,
                       const at::Tensor& positions, const at::Tensor& block_table,
                       const at::Tensor& seq_idx, const at::Tensor& slot_mapping,

@@ -20,7 +20,9 @@ TORCH_LIBRARY(xpress_ext, m) {
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
       "Tensor(c!)? blk=None) -> ()");
   m.def("gather_rows(Tensor table, Tensor ids, Tensor(a!) out) -> ()");
-  m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out, bool reverse=False) -> ()");
+  m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out, bool reverse=False, bool prefetch=False) -> ()");
+  m.def("gather_gemv_argmax_to_blk(Tensor table, Tensor cand, Tensor lat, Tensor base_c, Tensor(a!) blk, "
+        "bool reverse=False, bool prefetch=False) -> ()");
   m.def(
       "sconv(Tensor x, Tensor weight, Tensor(a!) cache, Tensor positions, Tensor block_table, "
       "Tensor seq_idx, Tensor slot_mapping, Tensor query_start, int off_s, int ws, "
@@ -46,6 +48,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("topc_select", &xpress::topc_select_cpu);
   m.impl("gather_rows", &xpress::gather_rows_cpu);
   m.impl("gather_gemv", &xpress::gather_gemv_cpu);
+  m.impl("gather_gemv_argmax_to_blk", &xpress::gather_gemv_argmax_to_blk_cpu);
   m.impl("sconv", &xpress::sconv_cpu);
   m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cpu);
 }
@@ -60,6 +63,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("topc_select", &xpress::topc_select_cuda);
   m.impl("gather_rows", &xpress::gather_rows_cuda);
   m.impl("gather_gemv", &xpress::gather_gemv_cuda);
+  m.impl("gather_gemv_argmax_to_blk", &xpress::gather_gemv_argmax_to_blk_cuda);
   m.impl("sconv", &xpress::sconv_cuda);
   m.impl("sconv_seq_metadata", &xpress::sconv_seq_metadata_cuda);
 }

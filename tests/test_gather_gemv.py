@@ -34,10 +34,10 @@ def case(lead, M, K, V, dtype, device, seed, table_stride=None, x_padded=False):
     return table.to(device), ids.to(device), x.to(device)
 
 
-def run(table, ids, x, out=None, reverse=False):
+def run(table, ids, x, out=None, reverse=False, prefetch=False):
     if out is None:
         out = torch.full(ids.shape, 9.0, dtype=table.dtype, device=table.device)
-    xpress_ext.gather_gemv(table, ids, x, out, reverse)
+    xpress_ext.gather_gemv(table, ids, x, out, reverse, prefetch)
     return out
 
 
@@ -57,7 +57,8 @@ def test_matches_reference(device, dtype, lead, M, K, V, table_stride, x_padded)
     table, ids, x = case(lead, M, K, V, dtype, device, M * K + V, table_stride, x_padded)
     expect = ref.gather_gemv(table.cpu(), ids.cpu(), x.cpu())
     for reverse in (False, True):  # the tiles walked from the first or from the last: same bits
-        assert bitwise_equal(run(table, ids, x, reverse=reverse).cpu(), expect)
+        for prefetch in (False, True):  # table rows loaded before the launch wait or after: same bits
+            assert bitwise_equal(run(table, ids, x, reverse=reverse, prefetch=prefetch).cpu(), expect)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -259,6 +260,7 @@ def test_opcheck_and_compile(device):
     out = torch.zeros(2, 3, 9, device=device)
     torch.library.opcheck(torch.ops.xpress_ext.gather_gemv.default, (table, ids, x, out))
     torch.library.opcheck(torch.ops.xpress_ext.gather_gemv.default, (table, ids, x, out, True))
+    torch.library.opcheck(torch.ops.xpress_ext.gather_gemv.default, (table, ids, x, out, False, True))
 
     def step(table, ids, x, out):
         xpress_ext.gather_gemv(table, ids, x, out)
@@ -295,3 +297,42 @@ def test_cuda_graph_replay_at_head_shape():
         expect = run(table.cpu(), ids.cpu(), x.cpu())
         assert bitwise_equal(out.cpu(), expect)
         assert bitwise_equal(out_rev.cpu(), expect)
+
+
+@needs_cuda
+def test_prefetch_reads_x_after_the_kernel_that_writes_it():
+    """prefetch loads ids and table rows before the programmatic-launch wait, never x: in a
+    graph where the call before it (a gather_gemv with programmatic launch, as the head's latent
+    pass is) writes x, every replay with new inputs must see that call's new x.  Also the head's
+    shape: [N, B-1, C] ids, bf16, V = 151,936."""
+    table, ids, x0 = case((4, 15), 512, 256, 151_936, torch.bfloat16, "cuda", 30)
+    ids_x = torch.randint(0, 151_936, (4, 15, 256), device="cuda")  # x = gather_gemv(table, ids_x, x0)
+    x = torch.empty_like(x0)
+    outs = [torch.empty(4, 15, 512, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+
+    def chain():
+        for i, reverse in enumerate((False, True)):
+            run(table, ids_x, x0, x, reverse=reverse)  # writes x: the kernel ahead
+            run(table, ids, x, outs[i], reverse=reverse, prefetch=True)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        chain()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    for it in range(3):
+        g = gen(40 + it)
+        x0.copy_(torch.randn(4, 15, 256, generator=g).to(torch.bfloat16))
+        ids_x.copy_(torch.randint(0, 151_936, (4, 15, 256), generator=g))
+        for out in outs:
+            out.fill_(9.0)
+        graph.replay()
+        torch.cuda.synchronize()
+        want_x = ref.gather_gemv(table.cpu(), ids_x.cpu(), x0.cpu())
+        assert bitwise_equal(x.cpu(), want_x)
+        expect = ref.gather_gemv(table.cpu(), ids.cpu(), want_x)
+        for out in outs:
+            assert bitwise_equal(out.cpu(), expect)

@@ -151,17 +151,21 @@ def test_topc_never_leaves_the_candidates(device):
 @needs_cuda
 @torch.no_grad()
 def test_topc_pass_runs_only_this_package_kernels():
-    """A top-C pass is latent_pass, gather_gemv (W2's candidate rows read in place) and
-    topc_argmax_to_blk: no cuBLAS GEMM and no gathered copy of the rows."""
-    head = make_head("cuda", torch.bfloat16, topc=64)
-    step = head.prepare_step(*step_inputs(head, 4, "cuda", seed=9))
-    assert "w2c" not in step
-    head.jacobi_pass(step)  # warm-up outside the profiler
-    _, names = cuda_kernels_run(lambda: [head.jacobi_pass(step) for _ in range(2)])
-    if names is not None:  # None under a sanitizer
-        kernels = {n for n in names if not n.startswith(("cuda", "Activity"))}  # (API calls and profiler events)
-        assert all("xpress::kernels::" in n for n in kernels), kernels
-        assert any("gather_gemv_kernel" in n for n in kernels) and any("topc_argmax" in n for n in kernels), kernels
+    """A top-C pass is latent_pass and gather_gemv_argmax_to_blk (W2's candidate rows read in
+    place): no cuBLAS GEMM and no gathered copy of the rows.  At 8 rows of 64 candidates the
+    op's one launch (the cluster kernel); at 120 rows of 512 (N = 8, more CTAs than SMs) its two,
+    gather_gemv and topc_argmax_to_blk."""
+    for N, topc, fused in ((2, 64, True), (8, 512, False)):
+        head = make_head("cuda", torch.bfloat16, topc=topc)
+        step = head.prepare_step(*step_inputs(head, N, "cuda", seed=9))
+        assert "w2c" not in step and "bias_c" not in step
+        head.jacobi_pass(step)  # warm-up outside the profiler
+        _, names = cuda_kernels_run(lambda: [head.jacobi_pass(step) for _ in range(2)])
+        if names is not None:  # None under a sanitizer
+            kernels = {n for n in names if not n.startswith(("cuda", "Activity"))}  # (API calls and profiler events)
+            assert all("xpress::kernels::" in n for n in kernels), kernels
+            split = any("gather_gemv_kernel" in n for n in kernels) and any("topc_argmax" in n for n in kernels)
+            assert (any("gather_gemv_argmax_kernel" in n for n in kernels), split) == (fused, not fused), kernels
 
 
 def warm_up_on(stream, head, static):

@@ -36,6 +36,13 @@ def op_calls(dev):
     cblk = torch.zeros(3, 16, dtype=torch.long, device=dev)
     calls.append((lambda: xpress_ext.topc_argmax_to_blk(values, values, ids, cblk),
                   lambda: torch.equal(cblk.cpu(), ref.topc_argmax_to_blk(values.cpu(), values.cpu(), ids.cpu(), torch.zeros(3, 16, dtype=torch.long)))))
+    table = torch.randn(5000, 64, device=dev).to(torch.bfloat16)
+    lat = torch.randn(3, 15, 64, device=dev).to(torch.bfloat16)
+    gblk = torch.zeros(3, 16, dtype=torch.long, device=dev)
+    calls.append((lambda: xpress_ext.gather_gemv_argmax_to_blk(table, ids, lat, values, gblk),
+                  lambda: torch.equal(gblk.cpu(), ref.topc_argmax_to_blk(
+                      values.cpu(), ref.gather_gemv(table.cpu(), ids.cpu(), lat.cpu()), ids.cpu(),
+                      torch.zeros(3, 16, dtype=torch.long)))))
     b = make_batch([(5, 3), (0, 6), (11, 1)], W=4, block_size=8, device=dev, seed=2, pad=1)
     H, N, D = b.cache.shape[1:]
     before = b.cache_base.cpu()

@@ -97,7 +97,8 @@ def jacobi_passes(inp, passes, sync=False, chain="full"):
     pass's argmax kernel wrote just before it.  chain "full": latent -> readout matmul ->
     add+argmax; "full_prefetch": the same with the latent kernel copying its weights before it
     waits; "topc" (the head's top-C pass): latent (weights prefetched) -> gather_gemv, its
-    direction alternating -> top-C argmax, three kernels of this package back to back."""
+    direction alternating, loading its candidates' rows before its wait (prefetch) -> top-C
+    argmax, three kernels of this package back to back."""
     def step():
         if sync:
             torch.cuda.synchronize()
@@ -108,7 +109,7 @@ def jacobi_passes(inp, passes, sync=False, chain="full"):
                                inp["mix_kjc"], inp["wg_t"], inp["wu_t"], inp["wd_t"], True, chain != "full")
         step()
         if chain == "topc":
-            xpress_ext.ops.gather_gemv(inp["w2"], inp["cand"], lat, inp["bias_c"], k % 2 == 1)
+            xpress_ext.ops.gather_gemv(inp["w2"], inp["cand"], lat, inp["bias_c"], k % 2 == 1, prefetch=True)
             step()
             xpress_ext.ops.topc_argmax_to_blk(inp["base_c"], inp["bias_c"], inp["cand"], inp["blk"])
         else:
@@ -214,7 +215,9 @@ def test_every_kernel_waits_before_it_touches_memory():
     kernel before it writes the weights): before its wait it issues only the weight copies; and
     likewise readout_argmax_partial_kernel with prefetch_weights, whose loads and staged copies
     before its wait read only w2 and base, and readout_argmax_gemm_kernel with it, whose producer's TMA copies
-    read only w2 and base (through their tensor maps) while the consumers wait before lat."""
+    read only w2 and base (through their tensor maps) while the consumers wait before lat; and
+    gather_gemv_kernel with prefetch, which loads only ids and the table rows they name before
+    its wait."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
         for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\([^{]*\)\s*\{\n((?:[^\n]*\n){5})",
@@ -223,6 +226,23 @@ def test_every_kernel_waits_before_it_touches_memory():
     assert len(kernels) >= 10, sorted(kernels)
     assert kernels.pop("latent_pass_kernel")[0] == "if (!p.prefetch_weights) grid_dependency_sync();  // see below"
     assert kernels.pop("readout_argmax_partial_kernel")[0] == "if (!p.prefetch) grid_dependency_sync();  // see below"
+    # the gather GEMV kernels with prefetch: before their wait (in gemv_warp_dots) they read only
+    # ids, the table rows they name and (the argmax kernel) base; x after it, out / blk after it
+    gemv = (CSRC / "kernels" / "gather_gemv.cuh").read_text()
+    dots = gemv[gemv.index("__device__ __forceinline__ float gemv_warp_dots("):]
+    dots = dots[:dots.index("\n}\n")]
+    pre_wait = dots[:dots.index("if (p.prefetch) grid_dependency_sync();")]
+    assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"M", "ids", "ids_s1", "ids_s2", "ids_sm", "V", "table",
+                                                        "table_s", "K"}, pre_wait
+    assert "load_lane_vec<T, kVec>(rows[u]" in pre_wait and "p.x" not in pre_wait
+    assert "p.x" in dots[len(pre_wait):]
+    for name, extra in (("gather_gemv_kernel", set()),
+                        ("gather_gemv_argmax_kernel", {"ctas_per_row", "base", "base_s1", "base_s2", "base_sm"})):
+        assert kernels.pop(name)[0] == "if (!p.prefetch) grid_dependency_sync();  // see gemv_warp_dots", name
+        body = gemv[gemv.index(f"{name}(const __grid_constant__"):]
+        before = body[:body.index("gemv_warp_dots<T, kVec>(")]  # up to the call that waits
+        assert set(re.findall(r"\bp\.(\w+)", before)) <= {"prefetch", "tiles", "reverse", "S", "S2", "tiles_per_s",
+                                                          "M"} | extra, (name, before)
     readout = (CSRC / "kernels" / "readout_argmax.cuh").read_text()
     pre_wait = readout[readout.index("if (!p.prefetch) grid_dependency_sync();"):readout.index("if (p.prefetch) grid_dependency_sync();")]
     load = re.search(r"auto load = \[&\]\(int64_t tile, [^\n]*\) \{\n(.*?)\n  \};", pre_wait, re.S).group(1)

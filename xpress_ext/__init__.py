@@ -14,6 +14,7 @@ from .head import HYBRID_KEY_MAP, CheckpointError, XPressRefinerHead
 from .ops import (
     add_argmax_to_blk,
     gather_gemv,
+    gather_gemv_argmax_to_blk,
     gather_rows,
     latent_embed_table,
     latent_pass,
@@ -41,5 +42,6 @@ __all__ = [
     "topc_select",
     "gather_rows",
     "gather_gemv",
+    "gather_gemv_argmax_to_blk",
     "has_cuda_kernels",
 ]

@@ -7,9 +7,12 @@ A draft step refines the B-1 draft slots of each of N blocks with K greedy Jacob
     + argmax                                    -- a GEMV-shaped kernel up to 16 rows, a
                                                 warpgroup-MMA GEMM past that on sm_90a builds --
                                                 else cuBLAS into [rows, V] and add_argmax_to_blk)
-             xpress_ext.gather_gemv            (top-C: one launch, [rows, C], W2's candidate
-                                                rows read in place)
-             xpress_ext.topc_argmax_to_blk     (then one launch; top-C candidates)
+             xpress_ext.gather_gemv_argmax_to_blk
+                                               (top-C: W2's candidate rows read in place, their
+                                                dot products and the argmax over the candidates;
+                                                one launch while a cluster of 8 CTAs a row fits
+                                                the SMs once (N = 1 at the canonical head), else
+                                                gather_gemv and topc_argmax_to_blk)
 
 Once per step the top-C path selects the candidates (xpress_ext.topc_select, which also writes
 the starting argmax); in a captured CUDA graph that (or the full path's starting argmax) runs
@@ -344,7 +347,6 @@ class XPressRefinerHead(nn.Module):
             step.update(
                 base_c=base_c,
                 cand=cand,
-                bias_c=torch.empty(N, B - 1, c, dtype=self.w2.weight.dtype, device=slots.device),
                 lat=torch.empty(N, B - 1, r, dtype=h_full.dtype, device=h_full.device),
             )
         else:
@@ -388,9 +390,13 @@ class XPressRefinerHead(nn.Module):
             # Every other pass walks the candidates' rows from the last: it starts on the rows
             # the pass before read last, still in L2 (same bits either way).
             reverse = step.get("gemv_reverse", False)
-            ops.gather_gemv(self.w2.weight, step["cand"], lat, step["bias_c"], reverse)
+            # prefetch: nothing a step's passes run writes W2, the candidates or their base
+            # logits (topc_select wrote them at the step's start, before the passes' first
+            # kernel), so the kernel loads the candidates' rows while the latent pass before it
+            # runs.
+            ops.gather_gemv_argmax_to_blk(self.w2.weight, step["cand"], lat, step["base_c"], blk, reverse,
+                                          prefetch=True)
             step["gemv_reverse"] = not reverse
-            ops.topc_argmax_to_blk(step["base_c"], step["bias_c"], step["cand"], blk)
         else:
             # prefetch_weights: W2 and the base logits are constant over a step.  Every other pass
             # walks W2 from its last rows (same ids), starting on the rows the pass before read

@@ -123,15 +123,33 @@ def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> No
 
 
 def gather_gemv(table: torch.Tensor, ids: torch.Tensor, x: torch.Tensor, out: torch.Tensor,
-                reverse: bool = False) -> None:
+                reverse: bool = False, prefetch: bool = False) -> None:
     """``out[s..., m] = dtype(table[ids[s..., m]] . x[s...])``: table [V, K] (unit stride along
     K), ids int64 [S, M] or [S1, S2, M], x [.., K] (unit stride along K) and out [.., M] with
     ids' leading sizes.  The top-C path's readout, W2's candidate rows read in place.  The fp32
     dot product runs in a fixed order (README), so CPU and CUDA give the same bits.
     ``reverse`` only changes the order in which the CUDA kernel walks the (row, candidate)
     tiles (from the last): the same bits.  Alternating it between calls that read the same
-    rows lets a call start on the rows the previous one read last, still in L2."""
-    _ops.gather_gemv.default(table, ids, x, out, reverse)
+    rows lets a call start on the rows the previous one read last, still in L2.
+    ``prefetch``: the caller promises that no kernel launched before this call writes ``table``
+    or ``ids`` (a draft step's passes only read the candidates and W2), so on sm_90 the kernel
+    loads its ids and their table rows before its programmatic-launch wait, while the kernel
+    ahead of it (the head's latent pass) still runs; ``x`` is read after the wait.  The same
+    bits either way."""
+    _ops.gather_gemv.default(table, ids, x, out, reverse, prefetch)
+
+
+def gather_gemv_argmax_to_blk(table: torch.Tensor, cand: torch.Tensor, lat: torch.Tensor, base_c: torch.Tensor,
+                              blk: torch.Tensor, reverse: bool = False, prefetch: bool = False) -> None:
+    """The top-C path's readout and argmax in one op: ``gather_gemv(table, cand, lat, bias_c)``
+    then ``topc_argmax_to_blk(base_c, bias_c, cand, blk)``, the same bits, without bias_c.
+    table [V, K]; cand int64 and base_c (table's dtype) [N, B-1, C]; lat [N, B-1, K]; blk int64
+    [N, B] (slots 1..B-1 written); each with unit stride along its last dimension.  On sm_90
+    one launch where a row's C candidates fit one cluster of 8 CTAs (C <= 512) and the rows'
+    lists are not expected to share table rows (N * (B-1) * C < 1.5 V); otherwise the two
+    launches (with a buffer of base_c's shape).  ``reverse`` and ``prefetch`` as in
+    ``gather_gemv`` (``prefetch``'s promise covers ``base_c`` too)."""
+    _ops.gather_gemv_argmax_to_blk.default(table, cand, lat, base_c, blk, reverse, prefetch)
 
 
 def sconv(
@@ -209,7 +227,12 @@ def _gather_rows_fake(table, ids, out):
 
 
 @torch.library.register_fake("xpress_ext::gather_gemv")
-def _gather_gemv_fake(table, ids, x, out, reverse=False):
+def _gather_gemv_fake(table, ids, x, out, reverse=False, prefetch=False):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::gather_gemv_argmax_to_blk")
+def _gather_gemv_argmax_fake(table, cand, lat, base_c, blk, reverse=False, prefetch=False):
     return None
 
 

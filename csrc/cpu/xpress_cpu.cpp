@@ -373,7 +373,8 @@ inline bool cpu_has_fma() { return false; }
 }  // namespace
 
 void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
-                     bool /*reverse: a traversal-order hint for the CUDA kernel; same results*/) {
+                     bool /*reverse: a traversal-order hint for the CUDA kernel; same results*/,
+                     bool /*prefetch: when the CUDA kernel may load table and ids; same results*/) {
   const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
   if (ids.numel() == 0) return;
   check_gather_gemv_ids(d, ids);
@@ -401,6 +402,18 @@ void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::T
       }
     });
   });
+}
+
+// gather_gemv into a buffer of base_c's shape, then topc_argmax_to_blk: the op's definition.
+void gather_gemv_argmax_to_blk_cpu(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
+                                   const at::Tensor& base_c, at::Tensor& blk, bool /*reverse: CUDA only*/,
+                                   bool /*prefetch: CUDA only*/) {
+  const GatherGemvDims d = check_gather_gemv_argmax(table, cand, lat, base_c, blk);
+  if (cand.numel() == 0) return;
+  check_gather_gemv_ids(d, cand, "gather_gemv_argmax_to_blk", "cand");  // before any write
+  at::Tensor bias = at::empty(cand.sizes(), base_c.options());
+  gather_gemv_cpu(table, cand, lat, bias, false, false);
+  topc_argmax_to_blk_cpu(base_c, bias, cand, blk);
 }
 
 }  // namespace xpress

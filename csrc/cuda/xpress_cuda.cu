@@ -734,10 +734,10 @@ void launch_gather_rows(const GatherRowsDims& d, const at::Tensor& table, const 
 // ---------------------------------------------------------------------------------------------
 // gather_gemv
 
+// The arguments both gather_gemv kernels share (out and the argmax fields unset).
 template <typename T>
-void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids,
-                        const at::Tensor& x, at::Tensor& out, bool reverse) {
-  const int device = table.get_device();
+k::GatherGemvArgs<T> gather_gemv_args(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids,
+                                      const at::Tensor& x, bool reverse, bool prefetch) {
   const auto st = gather_gemv_stride;
   k::GatherGemvArgs<T> a{};
   a.table = cptr<T>(table);
@@ -750,10 +750,6 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
   a.x = cptr<T>(x);
   a.x_s1 = st(x, 0);
   a.x_s2 = st(x, 1);
-  a.out = mptr<T>(out);
-  a.out_s1 = st(out, 0);
-  a.out_s2 = st(out, 1);
-  a.out_sm = st(out, 2);
   a.M = d.M;
   a.K = d.K;
   const int64_t tiles_per_s = (d.M + k::kGemvRows - 1) / k::kGemvRows;
@@ -765,21 +761,89 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
   a.tiles_per_s = static_cast<uint32_t>(tiles_per_s);
   a.tiles = static_cast<uint32_t>(tiles);
   a.reverse = reverse ? 1u : 0u;
+  a.prefetch = prefetch ? 1u : 0u;
+  return a;
+}
+
+// Whether the by-position CTA order pays: a table row is expected in at least 1.5 rows' lists
+// (S * M >= 1.5 V: N >= 32 at the canonical head).
+bool gemv_rows_shared(const GatherGemvDims& d) { return 2 * d.S1 * d.S2 * d.M >= 3 * d.V; }
+
+bool gemv_vec(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& x, int64_t kv) {
+  return d.K % kv == 0 && rows_vectorizable(table, {table.stride(0)}) &&
+         rows_vectorizable(x, {gather_gemv_stride(x, 0), gather_gemv_stride(x, 1)});
+}
+
+template <typename T>
+void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids,
+                        const at::Tensor& x, at::Tensor& out, bool reverse, bool prefetch) {
+  const int device = table.get_device();
+  const auto st = gather_gemv_stride;
+  k::GatherGemvArgs<T> a = gather_gemv_args<T>(d, table, ids, x, reverse, prefetch);
+  a.out = mptr<T>(out);
+  a.out_s1 = st(out, 0);
+  a.out_s2 = st(out, 1);
+  a.out_sm = st(out, 2);
   // The CTAs by position (gather_gemv.cuh's gemv_tile) when a row's tiles fill whole CTAs and a
-  // table row is expected in at least 1.5 rows' lists (S * M >= 1.5 V: N >= 32 at the canonical
-  // head).  Measured on the H200 (session 19, benchmarks/RESULTS.md; the head's six passes,
-  // alternating direction, candidates sorted per row as topc_select writes them, µs a pass,
-  // by position / by row): 160 / 182 at N = 256, 82-84 / 92-93 at 128, 43-44 / 47 at 64,
-  // 23.3-23.7 / 24.3-24.8 at 32; with each row's ids shuffled 1-2 % slower from N = 32 on.
-  const bool by_position = tiles_per_s % k::kGemvWarps == 0 && 2 * d.S1 * d.S2 * d.M >= 3 * d.V;
-  const bool vec = d.K % k::kVecElems<T> == 0 && rows_vectorizable(table, {a.table_s}) &&
-                   rows_vectorizable(x, {a.x_s1, a.x_s2});
-  const int64_t ctas = (tiles + k::kGemvWarps - 1) / k::kGemvWarps;
+  // table row is expected in at least 1.5 rows' lists (gemv_rows_shared).  Measured on the H200
+  // (session 19, benchmarks/RESULTS.md; the head's six passes, alternating direction, candidates
+  // sorted per row as topc_select writes them, µs a pass, by position / by row): 160 / 182 at N
+  // = 256, 82-84 / 92-93 at 128, 43-44 / 47 at 64, 23.3-23.7 / 24.3-24.8 at 32; with each row's
+  // ids shuffled 1-2 % slower from N = 32 on.
+  const bool by_position = a.tiles_per_s % k::kGemvWarps == 0 && gemv_rows_shared(d);
+  const bool vec = gemv_vec(d, table, x, k::kVecElems<T>);
+  const int64_t ctas = (int64_t{a.tiles} + k::kGemvWarps - 1) / k::kGemvWarps;
   const auto kernel = by_position ? (vec ? k::gather_gemv_kernel<T, true, true> : k::gather_gemv_kernel<T, false, true>)
                                   : (vec ? k::gather_gemv_kernel<T, true, false> : k::gather_gemv_kernel<T, false, false>);
   launch_kernel(kernel,
                 dim3(static_cast<unsigned>(ctas)), dim3(k::kGemvThreads), 0,
                 at::cuda::getCurrentCUDAStream(device).stream(), 1, a);
+}
+
+// XPRESS_EXT_GEMV_ARGMAX (benchmarks and tests): "fused" / "split" force gather_gemv_argmax_to_blk's
+// one-launch cluster kernel (where a row's tiles fit one cluster) / its two launches; unset: the
+// launcher's rule.  Read at every call (tests switch it within a process).
+int gemv_argmax_mode() { return env_choice("XPRESS_EXT_GEMV_ARGMAX", {"fused", "split"}, -1); }
+
+// gather_gemv_argmax_to_blk: the cluster kernel (a row's dot products and argmax in one launch)
+// where a row's tiles fit one cluster of kGemvMaxCluster CTAs on an sm_90 device and the grid
+// is one CTA an SM at most (the rows' lists then share few table rows, so the two-launch path's
+// by-position order has nothing to share); else gather_gemv into a buffer of base_c's shape,
+// then topc_argmax_to_blk (the same bits: both paths score dtype(base + dtype(dot)) in the same
+// order).  Measured in the head's top-C step with prefetch (H200, session 35, RESULTS.md; µs a
+// step, fused / split): 69.5-69.8 / 71.6-73.2 at N = 1 (120 CTAs), 98.7-99.3 / 97.8-101.2 at
+// N = 4 (480 CTAs).  Session 32's version without prefetch lost at every N (80 registers, and
+// its clusters scheduled only once the latent pass had finished).
+template <typename T>
+void launch_gather_gemv_argmax(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& cand,
+                               const at::Tensor& lat, const at::Tensor& base_c, at::Tensor& blk, bool reverse,
+                               bool prefetch) {
+  const int device = table.get_device();
+  const int64_t tiles_per_s = (d.M + k::kGemvRows - 1) / k::kGemvRows;
+  const int64_t cpr = (tiles_per_s + k::kGemvWarps - 1) / k::kGemvWarps;
+  const int mode = gemv_argmax_mode();
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+  const int64_t ctas = d.S1 * d.S2 * cpr;
+  const bool fits = prop->major >= 9 && cpr <= k::kGemvMaxCluster && ctas <= std::numeric_limits<int32_t>::max();
+  if (fits && (mode == 0 || (mode < 0 && ctas <= prop->multiProcessorCount && !gemv_rows_shared(d)))) {
+    k::GatherGemvArgs<T> a = gather_gemv_args<T>(d, table, cand, lat, reverse, prefetch);
+    a.base = cptr<T>(base_c);
+    a.base_s1 = base_c.stride(0);
+    a.base_s2 = base_c.stride(1);
+    a.base_sm = base_c.stride(2);
+    a.blk = mptr<int64_t>(blk);
+    a.blk_s1 = blk.stride(0);
+    a.blk_sb = blk.stride(1);
+    a.ctas_per_row = static_cast<uint32_t>(cpr);
+    const auto kernel = gemv_vec(d, table, lat, k::kVecElems<T>) ? k::gather_gemv_argmax_kernel<T, true>
+                                                                  : k::gather_gemv_argmax_kernel<T, false>;
+    launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)), dim3(k::kGemvThreads), 0,
+                  at::cuda::getCurrentCUDAStream(device).stream(), static_cast<int>(cpr), a);
+    return;
+  }
+  at::Tensor bias = at::empty(cand.sizes(), base_c.options());
+  launch_gather_gemv<T>(d, table, cand, lat, bias, reverse, prefetch);
+  launch_topc_argmax<T>(TopcDims{d.S1, d.S2, d.M}, base_c, bias, cand, blk);
 }
 
 }  // namespace
@@ -917,13 +981,23 @@ void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor
 }
 
 void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
-                      bool reverse) {
+                      bool reverse, bool prefetch) {
   const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
   const c10::cuda::OptionalCUDAGuard guard(table.device());
   if (ids.numel() == 0) return;
   if (validate_enabled()) check_gather_gemv_ids(d, ids);
   XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_gemv", __nv_bfloat16, __half, float,
-                        [&] { launch_gather_gemv<scalar_t>(d, table, ids, x, out, reverse); });
+                        [&] { launch_gather_gemv<scalar_t>(d, table, ids, x, out, reverse, prefetch); });
+}
+
+void gather_gemv_argmax_to_blk_cuda(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
+                                    const at::Tensor& base_c, at::Tensor& blk, bool reverse, bool prefetch) {
+  const GatherGemvDims d = check_gather_gemv_argmax(table, cand, lat, base_c, blk);
+  const c10::cuda::OptionalCUDAGuard guard(table.device());
+  if (cand.numel() == 0) return;
+  if (validate_enabled()) check_gather_gemv_ids(d, cand, "gather_gemv_argmax_to_blk", "cand");
+  XPRESS_DISPATCH_FLOAT(table.scalar_type(), "gather_gemv_argmax_to_blk", __nv_bfloat16, __half, float,
+                        [&] { launch_gather_gemv_argmax<scalar_t>(d, table, cand, lat, base_c, blk, reverse, prefetch); });
 }
 
 }  // namespace xpress

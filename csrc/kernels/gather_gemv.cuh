@@ -12,16 +12,22 @@
 // the memory busy.  CTAs are small and short, so many fit an SM.  Ids are clamped for
 // addressing (README: ids are data).  `reverse` hands the tiles out from the last: the same
 // results, and a call that follows one reading the same rows starts where that one ended, on
-// rows still in L2 (the head alternates it over a draft step's passes).
+// rows still in L2 (the head alternates it over a draft step's passes).  `prefetch` (the
+// caller's promise that no kernel ahead writes table or ids) issues the ids' and the first
+// chunk's table loads before the grid-dependency wait, so they land while the kernel ahead
+// (the head's latent pass) runs; x is read after the wait.
 #pragma once
 
-#include "common.cuh"
+#include <cooperative_groups.h>
+
+#include "argmax.cuh"
 
 namespace xpress {
 namespace kernels {
 
 constexpr int kGemvThreads = 256;
 constexpr int kGemvWarps = kGemvThreads / 32;
+constexpr int kGemvMaxCluster = 8;  // gather_gemv_argmax_kernel: CTAs a row (portable cluster size)
 // Both macros are for benchmarks/gather_gemv_harness.cu (-D...): 2 / 4 / 8 / 16 rows in flight
 // and a launch-bounds minimum of 1 / 4 / 5 CTAs per SM were measured there (RESULTS.md).  8 rows
 // and 4 CTAs are kept: 4 caps the kernel at 64 registers without spilling (80 at 1), and more
@@ -48,6 +54,13 @@ struct GatherGemvArgs {
   uint32_t S, S2, tiles_per_s;  // S = S1 * S2 rows; tiles_per_s = ceil(M / kGemvRows)
   uint32_t tiles;               // S * tiles_per_s < 2^31 (the launcher checks)
   uint32_t reverse;             // nonzero: warps take the tiles from the last (same results)
+  uint32_t prefetch;            // nonzero: ids and table rows loaded before the grid-dependency wait
+  // gather_gemv_argmax_kernel only (out unused there):
+  const T* base;  // [S1, S2, M], unit stride along M
+  int64_t base_s1, base_s2, base_sm;
+  int64_t* blk;  // [S1, S2 + 1]
+  int64_t blk_s1, blk_sb;
+  uint32_t ctas_per_row;  // the cluster: ceil(tiles_per_s / kGemvWarps) <= kGemvMaxCluster
 };
 
 // Tile `tile` (kGemvRows consecutive m of one row s) as (s, m / kGemvRows).  A CTA's warps take
@@ -88,24 +101,31 @@ __device__ __forceinline__ Vec16<T> load_lane_vec(const T* row, int64_t k0, int6
   return v;
 }
 
-template <typename T, bool kVec, bool kByPosition = false>
-__global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gemv_kernel(const __grid_constant__ GatherGemvArgs<T> p) {
-  grid_dependency_sync();  // before any global access (common.cuh)
+// One warp's tile: the dot products of kGemvRows consecutive candidates m0.. of row (s1, s2)
+// with x; lane u < kGemvRows returns candidate m0 + u's fp32 sum (the op's fixed order), the
+// other lanes 0.  live == false (warp-uniform): nothing loaded, 0 returned, but the wait is
+// still taken.  The wait (common.cuh) comes before any global access, except with p.prefetch:
+// the caller promises that no kernel ahead of this one writes table or ids, so the ids and the
+// first chunk's table loads (the whole row up to 32 * kV elements: the head's W2 rows) go out
+// first and land while the kernel before (the head's latent pass) runs; x, which that kernel
+// writes, is read after the wait, and the callers write after it.
+template <typename T, bool kVec>
+__device__ __forceinline__ float gemv_warp_dots(const GatherGemvArgs<T>& p, uint32_t s1, uint32_t s2, int64_t m0,
+                                                int lane, bool live) {
   constexpr int kV = kVecElems<T>;
   constexpr int G = kGemvRows;
-  const int lane = threadIdx.x & 31;
-  const uint32_t raw = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
-  if (raw >= p.tiles) return;  // whole warps only
-  const uint32_t tile = p.reverse ? p.tiles - 1 - raw : raw;
-  uint32_t s, mt;
-  gemv_tile<kByPosition>(tile, p.S, p.tiles_per_s, s, mt);
-  const int64_t m0 = static_cast<int64_t>(mt) * G;
-  const uint32_t s1 = s / p.S2, s2 = s - s1 * p.S2;
   int64_t id = 0;
-  if (lane < G && m0 + lane < p.M) id = clamp_index(p.ids[s1 * p.ids_s1 + s2 * p.ids_s2 + (m0 + lane) * p.ids_sm], p.V);
+  if (live && lane < G && m0 + lane < p.M) id = clamp_index(p.ids[s1 * p.ids_s1 + s2 * p.ids_s2 + (m0 + lane) * p.ids_sm], p.V);
   const T* rows[G];
 #pragma unroll
   for (int u = 0; u < G; ++u) rows[u] = p.table + __shfl_sync(0xFFFFFFFFu, id, u) * p.table_s;  // past M: row 0, dropped
+  Vec16<T> w[G];
+  if (live && lane * kV < p.K) {
+#pragma unroll
+    for (int u = 0; u < G; ++u) w[u] = load_lane_vec<T, kVec>(rows[u], static_cast<int64_t>(lane) * kV, p.K);
+  }
+  if (p.prefetch) grid_dependency_sync();
+  if (!live) return 0.f;
   const T* const x = p.x + s1 * p.x_s1 + s2 * p.x_s2;
   float acc[G];
 #pragma unroll
@@ -114,9 +134,10 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gem
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t k0 = (c * 32 + lane) * kV;  // this lane's elements [k0, k0 + kV)
     if (k0 >= p.K) break;                     // none here or in later chunks: the sums stand
-    Vec16<T> w[G];
+    if (c > 0) {
 #pragma unroll
-    for (int u = 0; u < G; ++u) w[u] = load_lane_vec<T, kVec>(rows[u], k0, p.K);
+      for (int u = 0; u < G; ++u) w[u] = load_lane_vec<T, kVec>(rows[u], k0, p.K);
+    }
     const Vec16<T> xv = load_lane_vec<T, kVec>(x, k0, p.K);
 #pragma unroll
     for (int i = 0; i < kV; ++i) {
@@ -135,7 +156,70 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gem
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
     if (lane == u) mine = v;
   }
-  if (lane < G && m0 + lane < p.M) p.out[s1 * p.out_s1 + s2 * p.out_s2 + (m0 + lane) * p.out_sm] = from_float<T>(mine);
+  return mine;
+}
+
+template <typename T, bool kVec, bool kByPosition = false>
+__global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gemv_kernel(const __grid_constant__ GatherGemvArgs<T> p) {
+  if (!p.prefetch) grid_dependency_sync();  // see gemv_warp_dots
+  const int lane = threadIdx.x & 31;
+  const uint32_t raw = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  if (raw >= p.tiles) return;  // whole warps only
+  const uint32_t tile = p.reverse ? p.tiles - 1 - raw : raw;
+  uint32_t s, mt;
+  gemv_tile<kByPosition>(tile, p.S, p.tiles_per_s, s, mt);
+  const int64_t m0 = static_cast<int64_t>(mt) * kGemvRows;
+  const uint32_t s1 = s / p.S2, s2 = s - s1 * p.S2;
+  const float mine = gemv_warp_dots<T, kVec>(p, s1, s2, m0, lane, true);
+  if (lane < kGemvRows && m0 + lane < p.M) p.out[s1 * p.out_s1 + s2 * p.out_s2 + (m0 + lane) * p.out_sm] = from_float<T>(mine);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gather_gemv_argmax_to_blk: the same dot products, then blk[s1, s2 + 1] = ids[s1, s2, argmax_m
+// dtype(base[s1, s2, m] + dtype(dot))] (topc_argmax_to_blk's score and order: NaN largest,
+// the first of equal scores) in the same launch.  One row per cluster of p.ctas_per_row <= 8
+// CTAs (CTA j of a row takes its tiles [8 j, 8 j + 8), a warp each; warps past the row's tiles
+// only join the barrier); each warp reduces its 8 scores to one packed (key, index) word and
+// writes it into rank 0's shared memory (distributed shared memory), one cluster barrier, then
+// rank 0's first warp reduces the row's words and writes blk.  No global scratch and no
+// atomics: deterministic.  base is read where the ids are (before the wait with p.prefetch:
+// the caller's promise covers it too).  `reverse` hands the rows out from the last.
+template <typename T, bool kVec>
+__global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS)
+    gather_gemv_argmax_kernel(const __grid_constant__ GatherGemvArgs<T> p) {
+  if (!p.prefetch) grid_dependency_sync();  // see gemv_warp_dots
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ uint64_t s_best[kGemvMaxCluster * kGemvWarps];  // rank 0's: every warp's of the row
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const uint32_t cta = p.reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const uint32_t s = cta / p.ctas_per_row;
+  const uint32_t mt = (cta - s * p.ctas_per_row) * kGemvWarps + warp;
+  const bool live = mt < p.tiles_per_s;
+  const int64_t m0 = static_cast<int64_t>(mt) * kGemvRows;
+  const uint32_t s1 = s / p.S2, s2 = s - s1 * p.S2;
+  const bool mine_live = live && lane < kGemvRows && m0 + lane < p.M;
+  T base = from_float<T>(0.f);
+  if (mine_live) base = p.base[s1 * p.base_s1 + s2 * p.base_s2 + (m0 + lane) * p.base_sm];
+  const float dot = gemv_warp_dots<T, kVec>(p, s1, s2, m0, lane, live);
+  RunningArgmax best;
+  if (mine_live) best.offer(to_float(from_float<T>(to_float(base) + to_float(from_float<T>(dot)))), m0 + lane);
+  const uint64_t v = warp_max_u64(best.packed());
+  const uint32_t rank = cluster.block_rank();
+  if (lane == 0) *cluster.map_shared_rank(&s_best[rank * kGemvWarps + warp], 0) = v;
+  cluster.sync();
+  if (rank == 0 && warp == 0) {
+    const int words = static_cast<int>(cluster.num_blocks()) * kGemvWarps;  // <= 64
+    uint64_t b = lane < words ? s_best[lane] : 0;
+    if (lane + 32 < words) b = s_best[lane + 32] > b ? s_best[lane + 32] : b;
+    b = warp_max_u64(b);
+    if (lane == 0) {
+      const int64_t m = argmax_unpack_index(b);
+      p.blk[s1 * p.blk_s1 + (s2 + 1) * p.blk_sb] = p.ids[s1 * p.ids_s1 + s2 * p.ids_s2 + m * p.ids_sm];
+    }
+  }
+#endif
 }
 
 }  // namespace kernels
