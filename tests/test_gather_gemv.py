@@ -10,6 +10,7 @@ from xpress_testing import (
     DTYPE_IDS,
     DTYPES,
     bitwise_equal,
+    capture_graph,
     cuda_kernels_run,
     gen,
     needs_cuda,
@@ -315,14 +316,7 @@ def test_prefetch_reads_x_after_the_kernel_that_writes_it():
             run(table, ids_x, x0, x, reverse=reverse)  # writes x: the kernel ahead
             run(table, ids, x, outs[i], reverse=reverse, prefetch=True)
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        chain()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain()
+    graph = capture_graph(chain)
     for it in range(3):
         g = gen(40 + it)
         x0.copy_(torch.randn(4, 15, 256, generator=g).to(torch.bfloat16))

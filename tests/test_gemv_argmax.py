@@ -12,6 +12,7 @@ from xpress_testing import (
     DTYPE_IDS,
     DTYPES,
     blk_with_sentinel,
+    capture_graph,
     cuda_kernels_run,
     gen,
     needs_cuda,
@@ -193,14 +194,7 @@ def test_graph_replay_after_the_kernel_that_writes_lat(mode, mode_env):
             xpress_ext.gather_gemv(table, ids_lat, lat0, lat, reverse)
             xpress_ext.gather_gemv_argmax_to_blk(table, cand, lat, base_c, blks[i], reverse, True)
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        chain()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain()
+    graph = capture_graph(chain)
     for it in range(3):
         g = gen(50 + it)
         lat0.copy_(torch.randn(N, B - 1, K, generator=g).to(torch.bfloat16))

@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gem
 // dtype(base[s1, s2, m] + dtype(dot))] (topc_argmax_to_blk's score and order: NaN largest,
 // the first of equal scores) in the same launch.  One row per cluster of p.ctas_per_row <= 8
 // CTAs (CTA j of a row takes its tiles [8 j, 8 j + 8), a warp each; warps past the row's tiles
-// only join the barrier); each warp reduces its 8 scores to one packed (key, index) word and
-// writes it into rank 0's shared memory (distributed shared memory), one cluster barrier, then
+// only join the barriers); each warp reduces its 8 scores to one packed (key, index) word and
+// writes it into rank 0's shared memory (distributed shared memory), a cluster barrier, then
 // rank 0's first warp reduces the row's words and writes blk.  No global scratch and no
 // atomics: deterministic.  base is read where the ids are (before the wait with p.prefetch:
 // the caller's promise covers it too).  `reverse` hands the rows out from the last.
@@ -192,6 +192,9 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS)
   __shared__ uint64_t s_best[kGemvMaxCluster * kGemvWarps];  // rank 0's: every warp's of the row
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
+  // Rank 0's shared memory is written only once every CTA of the cluster has started (CUDA's
+  // rule for distributed shared memory): arrive now, wait just before the write.
+  cluster_arrive_relaxed();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const uint32_t cta = p.reverse ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const uint32_t s = cta / p.ctas_per_row;
@@ -207,8 +210,9 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS)
   if (mine_live) best.offer(to_float(from_float<T>(to_float(base) + to_float(from_float<T>(dot)))), m0 + lane);
   const uint64_t v = warp_max_u64(best.packed());
   const uint32_t rank = cluster.block_rank();
+  cluster_wait();
   if (lane == 0) *cluster.map_shared_rank(&s_best[rank * kGemvWarps + warp], 0) = v;
-  cluster.sync();
+  cluster.sync();  // the words written and visible to rank 0
   if (rank == 0 && warp == 0) {
     const int words = static_cast<int>(cluster.num_blocks()) * kGemvWarps;  // <= 64
     uint64_t b = lane < words ? s_best[lane] : 0;
