@@ -10,7 +10,7 @@ id sum to compare the builds' bits:
 With ``--table`` it is an A/B within one build instead: each latent_pass timing and each draft step
 alternates without and with the embedding-latent table (``emb_lat=``; the head's
 ``latent_table``), twice, and checks that both give the same bits.  ``--latent-only``: no draft
-steps; ``--steps-only``: no latent_pass timings.
+steps; ``--steps-only``: no latent_pass timings; ``--topc``: the top-C steps only.
 """
 import os
 import sys
@@ -47,7 +47,7 @@ with torch.no_grad():
             name = f"{tag}{' table' if use else ''}"
             print(f"{name} latent_pass N={N}: {'; '.join(line)} us; output digest {digest}", flush=True)
     head = draft.make_synthetic_head(V, B, R, H, dtype=DTYPE, device="cuda", max_num_reqs=32)
-    for path in () if LATENT_ONLY else ("topc", "full"):
+    for path in () if LATENT_ONLY else ("topc",) if "--topc" in sys.argv else ("topc", "full"):
         head.topc = C if path == "topc" else 0
         for N in (1, 4, 32):
             inputs = draft.make_step_inputs(head, N, DTYPE, "cuda", seed=N)

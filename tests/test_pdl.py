@@ -237,7 +237,8 @@ def test_every_kernel_waits_before_it_touches_memory():
     assert "load_lane_vec<T, kVec>(rows[u]" in pre_wait and "p.x" not in pre_wait
     assert "p.x" in dots[len(pre_wait):]
     for name, extra in (("gather_gemv_kernel", set()),
-                        ("gather_gemv_argmax_kernel", {"ctas_per_row", "base", "base_s1", "base_s2", "base_sm"})):
+                        ("gather_gemv_argmax_kernel", {"ctas_per_row", "base", "base_s1", "base_s2", "base_sm",
+                                                          "ids", "ids_s1", "ids_s2", "ids_sm"})):
         assert kernels.pop(name)[0] == "if (!p.prefetch) grid_dependency_sync();  // see gemv_warp_dots", name
         body = gemv[gemv.index(f"{name}(const __grid_constant__"):]
         before = body[:body.index("gemv_warp_dots<T, kVec>(")]  # up to the call that waits

@@ -180,8 +180,9 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS) gather_gem
 // the first of equal scores) in the same launch.  One row per cluster of p.ctas_per_row <= 8
 // CTAs (CTA j of a row takes its tiles [8 j, 8 j + 8), a warp each; warps past the row's tiles
 // only join the barriers); each warp reduces its 8 scores to one packed (key, index) word and
-// writes it into rank 0's shared memory (distributed shared memory), a cluster barrier, then
-// rank 0's first warp reduces the row's words and writes blk.  No global scratch and no
+// writes it and its best's candidate id into rank 0's shared memory (distributed shared
+// memory), a cluster barrier, then rank 0's first warp reduces the row's words and writes the
+// winner's id from there into blk (no load of ids after the reduction).  No global scratch and no
 // atomics: deterministic.  base is read where the ids are (before the wait with p.prefetch:
 // the caller's promise covers it too).  `reverse` hands the rows out from the last.
 template <typename T, bool kVec>
@@ -190,6 +191,7 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS)
   if (!p.prefetch) grid_dependency_sync();  // see gemv_warp_dots
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ uint64_t s_best[kGemvMaxCluster * kGemvWarps];  // rank 0's: every warp's of the row
+  __shared__ int64_t s_id[kGemvMaxCluster * kGemvWarps];     // rank 0's: tile mt's best's id, at mt
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   // Rank 0's shared memory is written only once every CTA of the cluster has started (CUDA's
@@ -204,24 +206,32 @@ __global__ void __launch_bounds__(kGemvThreads, XPRESS_GEMV_MIN_CTAS)
   const uint32_t s1 = s / p.S2, s2 = s - s1 * p.S2;
   const bool mine_live = live && lane < kGemvRows && m0 + lane < p.M;
   T base = from_float<T>(0.f);
-  if (mine_live) base = p.base[s1 * p.base_s1 + s2 * p.base_s2 + (m0 + lane) * p.base_sm];
+  int64_t id = 0;  // this lane's candidate id as stored (blk receives it unclamped)
+  if (mine_live) {
+    base = p.base[s1 * p.base_s1 + s2 * p.base_s2 + (m0 + lane) * p.base_sm];
+    id = p.ids[s1 * p.ids_s1 + s2 * p.ids_s2 + (m0 + lane) * p.ids_sm];
+  }
   const float dot = gemv_warp_dots<T, kVec>(p, s1, s2, m0, lane, live);
   RunningArgmax best;
   if (mine_live) best.offer(to_float(from_float<T>(to_float(base) + to_float(from_float<T>(dot)))), m0 + lane);
   const uint64_t v = warp_max_u64(best.packed());
+  // The id of the warp's best, from the lane that holds it (lane 0's when the warp has none:
+  // never the row's best), so that rank 0 writes blk without loading ids after the reduction.
+  const int src = v != 0 ? static_cast<int>(static_cast<int64_t>(argmax_unpack_index(v)) - m0) & 31 : 0;
+  const int64_t best_id = __shfl_sync(0xFFFFFFFFu, id, src);
   const uint32_t rank = cluster.block_rank();
   cluster_wait();
-  if (lane == 0) *cluster.map_shared_rank(&s_best[rank * kGemvWarps + warp], 0) = v;
+  if (lane == 0) {
+    *cluster.map_shared_rank(&s_best[rank * kGemvWarps + warp], 0) = v;
+    if (live) *cluster.map_shared_rank(&s_id[mt], 0) = best_id;
+  }
   cluster.sync();  // the words written and visible to rank 0
   if (rank == 0 && warp == 0) {
     const int words = static_cast<int>(cluster.num_blocks()) * kGemvWarps;  // <= 64
     uint64_t b = lane < words ? s_best[lane] : 0;
     if (lane + 32 < words) b = s_best[lane + 32] > b ? s_best[lane + 32] : b;
     b = warp_max_u64(b);
-    if (lane == 0) {
-      const int64_t m = argmax_unpack_index(b);
-      p.blk[s1 * p.blk_s1 + (s2 + 1) * p.blk_sb] = p.ids[s1 * p.ids_s1 + s2 * p.ids_s2 + m * p.ids_sm];
-    }
+    if (lane == 0) p.blk[s1 * p.blk_s1 + (s2 + 1) * p.blk_sb] = s_id[argmax_unpack_index(b) / kGemvRows];
   }
 #endif
 }
