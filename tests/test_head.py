@@ -231,12 +231,55 @@ def test_side_stream_is_never_the_capture_stream(topc):
     capture = torch.cuda.Stream()
     warm_up_on(capture, head, static)
     index = torch.cuda.current_device()
-    head._sides[index] = capture  # as if the pool had handed out the capture stream
+    head._sides[index] = [capture]  # as if the pool had handed out the capture stream
     graph = torch.cuda.CUDAGraph(keep_graph=True)
     with torch.cuda.graph(graph, stream=capture):
         out = head.jacobi_refine_greedy(*static, 6)
-    assert head._sides[index] != capture
+    assert capture not in head._sides[index]
     assert_joins_and_replays(graph, out, head, static)
+
+
+@needs_cuda
+@pytest.mark.parametrize("groups", [None, 1, 2, 3], ids=["auto", "1", "2", "3"])
+@torch.no_grad()
+def test_pass_groups_split_a_captured_topc_step(groups):
+    """pass_groups: a captured top-C step's requests run in that many groups (5 requests: 2 + 3,
+    or 1 + 2 + 2), each group's passes on its own stream, the graph's branches ending apart (one
+    sink per group; the automatic choice, from latent_pass_plan, takes one or two); replays with
+    new inputs equal eager steps, which never split.  The full path never splits."""
+    for topc in (64, 0):
+        head = make_head("cuda", torch.bfloat16, topc=topc)
+        head.pass_groups = groups
+        static = [t.clone() for t in step_inputs(head, 5, "cuda", seed=6)]
+        warm_up_on(torch.cuda.Stream(), head, static)
+        graph = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(graph):
+            out = head.jacobi_refine_greedy(*static, 6)
+        edges = graph_edges(graph)
+        sinks = {dst for _, dst, _ in edges} - {src for src, _, _ in edges}
+        if topc == 0 or groups is not None:
+            assert len(sinks) == (groups if topc else 1), (topc, groups, len(sinks))
+        else:
+            assert len(sinks) in (1, 2) and len(sinks) == head._group_counts[(5, torch.cuda.current_device(), torch.bfloat16)]
+        for seed in (7, 8):
+            for s, f in zip(static, step_inputs(head, 5, "cuda", seed=seed)):
+                s.copy_(f)
+            graph.replay()
+            expect = head.jacobi_refine_greedy(*static, 6)
+            torch.cuda.synchronize()
+            assert torch.equal(out, expect), (topc, groups, seed)
+
+
+def test_pass_groups_errors():
+    for bad in (0, -1, True, 1.5, "2"):
+        with pytest.raises(ValueError, match="pass_groups"):
+            make_head("cpu").pass_groups = bad
+        with pytest.raises(ValueError, match="pass_groups"):
+            XPressRefinerHead(V, HIDDEN, B, RANK, MLP, pass_groups=bad)
+    head = make_head("cpu", topc=64)
+    head.pass_groups = 3  # eager (and CPU) steps never split
+    step = head.prepare_step(*step_inputs(head, 5, "cpu"))
+    assert head._pass_groups(step) == ([step], [])
 
 
 @pytest.mark.parametrize("device", DEVICES)

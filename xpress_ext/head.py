@@ -67,6 +67,7 @@ class XPressRefinerHead(nn.Module):
         max_num_reqs: int = 256,
         topc: int = 512,
         latent_table: bool = True,
+        pass_groups: int | None = None,
     ) -> None:
         super().__init__()
         if block_size < 2:
@@ -98,8 +99,24 @@ class XPressRefinerHead(nn.Module):
         self.w2 = nn.Linear(r, vocab_size, bias=False)
         self._scratch: dict | None = None
         self._fused_buf: dict | None = None
-        self._sides: dict[int, torch.cuda.Stream] = {}
+        self._sides: dict[int, list[torch.cuda.Stream]] = {}
+        # Top-C draft steps in a captured CUDA graph: the requests split into this many groups
+        # (at most N), each group's passes on a stream of its own, the groups' kernels running
+        # side by side (the drafts are the same: every op of a pass is per request).  None:
+        # two or one by the latent kernel's plan (_group_count).  Eager steps never split.
+        self.pass_groups = pass_groups
+        self._group_counts: dict[tuple, int] = {}  # automatic choices, by (N, device, dtype)
         self._mix_L_loaded = False
+
+    @property
+    def pass_groups(self) -> int | None:
+        return self._pass_groups_setting
+
+    @pass_groups.setter
+    def pass_groups(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"pass_groups must be None (automatic) or an int >= 1, got {value!r}")
+        self._pass_groups_setting = value
 
     # -- buffers ------------------------------------------------------------------------------
 
@@ -121,21 +138,35 @@ class XPressRefinerHead(nn.Module):
         step at small N is bound by the host's launches (H200: 310-440 us of launches against
         86-270 us of GPU work at N = 1), so overlapping GPU work gains nothing there and the
         fork's event record and wait would only add host work."""
-        if device.type != "cuda" or torch.compiler.is_compiling() or not torch.cuda.is_current_stream_capturing():
-            return None
+        sides = self._side_streams(device, 1)
+        return sides[0] if sides else None
+
+    @staticmethod
+    def _captured_on(device: torch.device) -> bool:
+        """Whether a CUDA graph is being captured on ``device``'s current stream (never while
+        torch.compile traces: it would not see the streams)."""
+        return device.type == "cuda" and not torch.compiler.is_compiling() and torch.cuda.is_current_stream_capturing()
+
+    def _side_streams(self, device: torch.device, count: int) -> list[torch.cuda.Stream]:
+        """``count`` distinct streams, none of them the current one, while a CUDA graph is
+        captured on ``device`` (else, or if the pool cannot supply them, an empty list)."""
+        if not self._captured_on(device):
+            return []
         index = torch.cuda.current_device() if device.index is None else device.index
         # torch.cuda.Stream() hands out streams round-robin from a pool of 32, the pool
-        # torch.cuda.graph takes its default capture stream from: the side stream must not be the
-        # stream being captured, or the fork is a no-op and the step's start runs serially
+        # torch.cuda.graph takes its default capture stream from: a side stream must not be the
+        # stream being captured, or the fork is a no-op and the work runs serially
         # (test_side_stream_is_never_the_capture_stream).
         current = torch.cuda.current_stream(index)
-        side = self._sides.get(index)
+        sides = [s for s in self._sides.get(index, []) if s != current][:count]
         for _ in range(64):
-            if side is not None and side != current:
-                self._sides[index] = side
-                return side
+            if len(sides) == count:
+                self._sides[index] = sides + [s for s in self._sides.get(index, []) if s not in sides and s != current]
+                return sides
             side = torch.cuda.Stream(index)
-        return None  # (a pool that only ever returns the current stream: no fork)
+            if side != current and side not in sides:
+                sides.append(side)
+        return []  # (a pool that cannot supply them: no fork)
 
     @torch.no_grad()
     def process_weights_after_loading(self) -> None:
@@ -294,9 +325,75 @@ class XPressRefinerHead(nn.Module):
         base_logits_full [N, B, V] (the head's dtype), h_full [N, B, hidden_size], anchor_ids
         and tok_am1_ids [N] int64 (the verified anchor and the token before it)."""
         step = self.prepare_step(base_logits_full, h_full, anchor_ids, tok_am1_ids)
+        groups, sides = self._pass_groups(step)
+        if not sides:
+            for _ in range(num_passes):
+                self.jacobi_pass(step)
+            return step["blk"][:, 1:]
+        current = torch.cuda.current_stream(step["blk"].device)
+        streams = [current] + sides
+        for s in sides:
+            s.wait_stream(current)
         for _ in range(num_passes):
-            self.jacobi_pass(step)
+            for part, s in zip(groups, streams):
+                with torch.cuda.stream(s):
+                    self.jacobi_pass(part)
+        for s in sides:
+            current.wait_stream(s)
         return step["blk"][:, 1:]
+
+    def _group_count(self, step: dict) -> int:
+        """How many groups a top-C step's passes run in (see pass_groups).  Automatic: two
+        halves while their latent kernels together take at most a third more clusters than fit
+        on the GPU at once (latent_pass_plan), so that each half's clusters mostly run beside
+        the other half's readout instead of queueing behind its own; else one.  Measured on the
+        H200 (benchmarks/RESULTS.md, session 37; canonical head, K = 6, graph replay): two
+        halves are 1-7 % faster at N = 2, 4-20 and 32-40 (301 against 318 µs at N = 32) and 2-5 %
+        slower at N = 24 and 28 (24 and 28 clusters of 15) and from N = 64 (the halves' latent
+        kernels two rounds each)."""
+        N = step["N"]
+        if self.pass_groups is not None:
+            return min(self.pass_groups, N)
+        device = step["blk"].device
+        if N < 2 or not self._captured_on(device):
+            return 1
+        index = torch.cuda.current_device() if device.index is None else device.index
+        key = (N, index, step["lat"].dtype)
+        if key not in self._group_counts:
+            plans = [
+                torch.ops.xpress_ext.latent_pass_plan(n, self.block_size, self.rank, self.mlp_hidden,
+                                                      step["lat"].dtype, index)
+                for n in (N // 2, N - N // 2)
+            ]
+            # plan[4]: co-resident clusters; plan[8]: row tiles (the row-tile kernel, no
+            # clusters); plan[12]: the cluster kernel's scheduled groups.
+            fit = plans[0][4]
+            halves = all(p[8] == 0 for p in plans) and sum(p[12] for p in plans) <= fit + fit // 3
+            self._group_counts[key] = 2 if halves else 1
+        return self._group_counts[key]
+
+    _STEP_SCALARS = frozenset({"N", "rows", "gemv_reverse", "readout_reverse"})
+
+    def _pass_groups(self, step: dict) -> tuple[list[dict], list[torch.cuda.Stream]]:
+        """The step split by requests into contiguous groups (views: each a step of its own for
+        ``jacobi_pass``) and the streams of all groups but the first (which runs on the current
+        stream): more than one group only on the top-C path, in a captured CUDA graph."""
+        # Only the keys below are split: a step with others (a subclass's scratch, which the
+        # groups would share) runs as one group.
+        keys = ("blk", "tok_am1", "xh", "lat", "cand", "base_c", "slots")
+        if "cand" not in step or not set(step) <= set(keys) | self._STEP_SCALARS:
+            return [step], []
+        count = self._group_count(step)
+        sides = self._side_streams(step["blk"].device, count - 1) if count > 1 else []
+        if not sides:
+            return [step], []
+        N = step["N"]
+        bounds = [N * g // count for g in range(count + 1)]
+        groups = [
+            dict({k: step[k][a:b] for k in keys if k in step}, N=b - a, rows=(b - a) * (self.block_size - 1))
+            for a, b in zip(bounds, bounds[1:])
+        ]
+        return groups, sides
 
     def prepare_step(
         self,

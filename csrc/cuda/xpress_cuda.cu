@@ -790,7 +790,10 @@ void launch_gather_gemv(const GatherGemvDims& d, const at::Tensor& table, const 
   // sorted per row as topc_select writes them, µs a pass, by position / by row): 160 / 182 at N
   // = 256, 82-84 / 92-93 at 128, 43-44 / 47 at 64, 23.3-23.7 / 24.3-24.8 at 32; with each row's
   // ids shuffled 1-2 % slower from N = 32 on.
-  const bool by_position = a.tiles_per_s % k::kGemvWarps == 0 && gemv_rows_shared(d);
+  // XPRESS_EXT_GEMV_ORDER (benchmarks): "position" / "row" forces the order (position only
+  // where a row's tiles fill whole CTAs); unset: the rule.  Read at every call.
+  const int order = env_choice("XPRESS_EXT_GEMV_ORDER", {"position", "row"}, -1);
+  const bool by_position = a.tiles_per_s % k::kGemvWarps == 0 && (order < 0 ? gemv_rows_shared(d) : order == 0);
   const bool vec = gemv_vec(d, table, x, k::kVecElems<T>);
   const int64_t ctas = (int64_t{a.tiles} + k::kGemvWarps - 1) / k::kGemvWarps;
   const auto kernel = by_position ? (vec ? k::gather_gemv_kernel<T, true, true> : k::gather_gemv_kernel<T, false, true>)
