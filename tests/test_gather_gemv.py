@@ -184,6 +184,32 @@ def test_cuda_kernel_paths():
             assert ran == [n for n in ran if want in n] != [], (want, names)
 
 
+@needs_cuda
+def test_cta_order_knob(monkeypatch):
+    """XPRESS_EXT_GEMV_ORDER=position / row forces the CTA order wherever a row's tiles fill
+    whole CTAs (the by-position order needs that), whatever the ids' spread; the same bits either
+    way.  Any other value is an error that names the knob, before anything is written."""
+    many = case((3, 7), 128, 256, 1000, torch.bfloat16, "cuda", 9)  # the rule: by position
+    few = case((3, 7), 128, 256, 1800, torch.bfloat16, "cuda", 11)  # the rule: row by row
+    ragged = case((2, 3), 32, 256, 10, torch.bfloat16, "cuda", 12)  # 2 tiles a row: never by position
+    for args, forced in ((many, "row"), (few, "position"), (ragged, "position")):
+        expect = ref.gather_gemv(*(t.cpu() for t in args))
+        monkeypatch.setenv("XPRESS_EXT_GEMV_ORDER", forced)
+        out, names = cuda_kernels_run(lambda: run(*args))
+        assert bitwise_equal(out.cpu(), expect)
+        if names is not None:  # None under a sanitizer
+            by_position = "true" if forced == "position" and args is not ragged else "false"
+            want = f"gather_gemv_kernel<__nv_bfloat16, true, {by_position}>"
+            ran = [n for n in names if "gather_gemv_kernel" in n]
+            assert ran == [n for n in ran if want in n] != [], (forced, want, names)
+        monkeypatch.setenv("XPRESS_EXT_GEMV_ORDER", "columns")
+        out = torch.full(args[1].shape, 9.0, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(ValueError, match="XPRESS_EXT_GEMV_ORDER must be position or row, got 'columns'"):
+            xpress_ext.gather_gemv(*args, out)
+        assert bool((out == 9.0).all())
+        monkeypatch.delenv("XPRESS_EXT_GEMV_ORDER")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_no_ids(device):
     table = torch.randn(10, 8, device=device)

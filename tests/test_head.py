@@ -221,7 +221,7 @@ def test_step_start_forks_only_in_a_captured_graph(topc, tmp_path):
 @needs_cuda
 @pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
 @torch.no_grad()
-def test_side_stream_is_never_the_capture_stream(topc):
+def test_side_stream_is_never_the_graph_capture_stream(topc):
     """torch.cuda.Stream() hands out pooled streams round-robin, so the head's side stream can
     be the very stream a graph is captured on (torch.cuda.graph's default capture stream comes
     from the same pool).  The head must then take another one: the captured step still forks
@@ -242,7 +242,7 @@ def test_side_stream_is_never_the_capture_stream(topc):
 @needs_cuda
 @pytest.mark.parametrize("groups", [None, 1, 2, 3], ids=["auto", "1", "2", "3"])
 @torch.no_grad()
-def test_pass_groups_split_a_captured_topc_step(groups):
+def test_pass_groups_split_a_captured_graph_topc_step(groups):
     """pass_groups: a captured top-C step's requests run in that many groups (5 requests: 2 + 3,
     or 1 + 2 + 2), each group's passes on its own stream, the graph's branches ending apart (one
     sink per group; the automatic choice, from latent_pass_plan, takes one or two); replays with

@@ -156,7 +156,7 @@ class XPressRefinerHead(nn.Module):
         # torch.cuda.Stream() hands out streams round-robin from a pool of 32, the pool
         # torch.cuda.graph takes its default capture stream from: a side stream must not be the
         # stream being captured, or the fork is a no-op and the work runs serially
-        # (test_side_stream_is_never_the_capture_stream).
+        # (test_side_stream_is_never_the_graph_capture_stream).
         current = torch.cuda.current_stream(index)
         sides = [s for s in self._sides.get(index, []) if s != current][:count]
         for _ in range(64):
