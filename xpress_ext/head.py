@@ -347,10 +347,11 @@ class XPressRefinerHead(nn.Module):
         halves while their latent kernels together take at most a third more clusters than fit
         on the GPU at once (latent_pass_plan), so that each half's clusters mostly run beside
         the other half's readout instead of queueing behind its own; else one.  Measured on the
-        H200 (benchmarks/RESULTS.md, session 37; canonical head, K = 6, graph replay): two
-        halves are 1-7 % faster at N = 2, 4-20 and 32-40 (301 against 318 µs at N = 32) and 2-5 %
-        slower at N = 24 and 28 (24 and 28 clusters of 15) and from N = 64 (the halves' latent
-        kernels two rounds each)."""
+        H200 (benchmarks/RESULTS.md, session 37; canonical head, K = 6, graph replay): the rule
+        takes two halves at N = 2-20 and 32-40, 2-7 % faster (301 against 317 µs at N = 32) except
+        N = 3 (1 % slower), and one group at N = 24 and 28 (where two halves, 24 and 28 clusters
+        of 15, were 2-5 % slower) and from N = 41 (from N = 64 each half's latent kernel takes
+        two rounds by itself)."""
         N = step["N"]
         if self.pass_groups is not None:
             return min(self.pass_groups, N)
