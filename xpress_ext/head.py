@@ -348,7 +348,7 @@ class XPressRefinerHead(nn.Module):
         on the GPU at once (latent_pass_plan), so that each half's clusters mostly run beside
         the other half's readout instead of queueing behind its own; else one.  Measured on the
         H200 (benchmarks/RESULTS.md, session 37; canonical head, K = 6, graph replay): the rule
-        takes two halves at N = 2-20 and 32-40, 2-7 % faster (301 against 317 µs at N = 32) except
+        takes two halves at N = 2-20 and 32-40, 1-7 % faster (301 against 317 µs at N = 32) except
         N = 3 (1 % slower), and one group at N = 24 and 28 (where two halves, 24 and 28 clusters
         of 15, were 2-5 % slower) and from N = 41 (from N = 64 each half's latent kernel takes
         two rounds by itself)."""
