@@ -52,4 +52,3 @@ with torch.no_grad():
                 times[g].append(timing.cuda_graph_us(lambda i: head.jacobi_refine_greedy(*inputs, K), 1, calls=3))
         line = "; ".join(f"{g} groups {' / '.join(f'{u:.1f}' for u in us)}" for g, us in times.items())
         print(f"draft_topc N={N}: {line} us (drafts equal, id sum {int(ref.sum().item())})", flush=True)
-    head.pass_groups = None

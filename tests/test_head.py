@@ -14,6 +14,7 @@ from xpress_testing import DEVICES, SANITIZE, cuda_kernels_run, gen, graph_edges
 import xpress_ext
 from xpress_ext import draft, kernels
 from xpress_ext import reference as ref
+from xpress_ext import head as head_module
 from xpress_ext import vllm_integration
 from xpress_ext.head import CheckpointError, XPressRefinerHead
 
@@ -268,6 +269,25 @@ def test_pass_groups_split_a_captured_graph_topc_step(groups):
             expect = head.jacobi_refine_greedy(*static, 6)
             torch.cuda.synchronize()
             assert torch.equal(out, expect), (topc, groups, seed)
+
+
+def test_halves_fit_rule():
+    """The automatic rule on latent_pass_plan vectors (index 4: co-resident clusters, 8: row
+    tiles, 12: scheduled groups), as the canonical head's plans read on an H200 (15 clusters):
+    8 + 8 groups (N = 32) and 10 + 10 (N = 20, the edge: 15 + 5) split; 12 + 12 (N = 24) and
+    10 + 11 do not; nor a half on the row-tile kernel, whatever its groups."""
+    def plan(groups, row_tiles=0, fit=15):
+        p = [0] * 13
+        p[4], p[8], p[12] = fit, row_tiles, groups
+        return p
+    assert head_module.halves_fit(plan(8), plan(8))
+    assert head_module.halves_fit(plan(10), plan(10))
+    assert head_module.halves_fit(plan(1), plan(1))
+    assert not head_module.halves_fit(plan(10), plan(11))
+    assert not head_module.halves_fit(plan(12), plan(12))
+    assert not head_module.halves_fit(plan(1, row_tiles=4), plan(1))
+    assert not head_module.halves_fit(plan(1), plan(1, row_tiles=4))
+    assert head_module.halves_fit(plan(5, fit=4), plan(0, fit=4)) and not head_module.halves_fit(plan(5, fit=4), plan(1, fit=4))
 
 
 def test_pass_groups_errors():

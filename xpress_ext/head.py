@@ -52,6 +52,14 @@ HYBRID_KEY_MAP = {
 }
 
 
+def halves_fit(plan_a: list[int], plan_b: list[int]) -> bool:
+    """The automatic pass_groups rule, on the latent_pass_plan of each half of a step: two
+    halves when both run the cluster kernel (plan[8], row tiles, is 0) and their scheduled
+    groups (plan[12]) add up to at most a third more than the co-resident clusters (plan[4])."""
+    fit = plan_a[4]
+    return plan_a[8] == 0 and plan_b[8] == 0 and plan_a[12] + plan_b[12] <= fit + fit // 3
+
+
 class CheckpointError(ValueError):
     """A checkpoint that does not match the head: missing, unexpected or misshapen keys."""
 
@@ -158,14 +166,16 @@ class XPressRefinerHead(nn.Module):
         # stream being captured, or the fork is a no-op and the work runs serially
         # (test_side_stream_is_never_the_graph_capture_stream).
         current = torch.cuda.current_stream(index)
-        sides = [s for s in self._sides.get(index, []) if s != current][:count]
+        pool = [s for s in self._sides.get(index, []) if s != current]
         for _ in range(64):
-            if len(sides) == count:
-                self._sides[index] = sides + [s for s in self._sides.get(index, []) if s not in sides and s != current]
-                return sides
+            if len(pool) >= count:
+                break
             side = torch.cuda.Stream(index)
-            if side != current and side not in sides:
-                sides.append(side)
+            if side != current and side not in pool:
+                pool.append(side)
+        self._sides[index] = pool
+        if len(pool) >= count:
+            return pool[:count]
         return []  # (a pool that cannot supply them: no fork)
 
     @torch.no_grad()
@@ -366,11 +376,7 @@ class XPressRefinerHead(nn.Module):
                                                       step["lat"].dtype, index)
                 for n in (N // 2, N - N // 2)
             ]
-            # plan[4]: co-resident clusters; plan[8]: row tiles (the row-tile kernel, no
-            # clusters); plan[12]: the cluster kernel's scheduled groups.
-            fit = plans[0][4]
-            halves = all(p[8] == 0 for p in plans) and sum(p[12] for p in plans) <= fit + fit // 3
-            self._group_counts[key] = 2 if halves else 1
+            self._group_counts[key] = 2 if halves_fit(*plans) else 1
         return self._group_counts[key]
 
     _STEP_SCALARS = frozenset({"N", "rows", "gemv_reverse", "readout_reverse"})
