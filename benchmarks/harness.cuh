@@ -30,10 +30,11 @@ __device__ __forceinline__ uint32_t harness_hash(int64_t i, uint32_t seed) {
   return h;
 }
 
-// Uniform in [-0.05, 0.05): weights and activations.
-__global__ void fill_uniform(__nv_bfloat16* x, int64_t n, uint32_t seed) {
+// Uniform in [-0.05, 0.05): weights and activations (bf16), and tables (fp32).
+template <typename T>
+__global__ void fill_uniform(T* x, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    x[i] = __float2bfloat16(((harness_hash(i, seed) >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
+    x[i] = static_cast<T>(((harness_hash(i, seed) >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.1f);
   }
 }
 

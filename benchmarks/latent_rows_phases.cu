@@ -4,10 +4,11 @@
 // events, median of single launches) and the mean cycles from each mark to the next.
 //
 // With a third argument "fixed", the kernel compiled for this head (the launcher's default
-// there); without, the generic one.
+// there); without, the generic one.  A fourth argument "table": with a random embedding-latent
+// table (fp32 [V, R]) read in place of phase 1, as the head calls it.
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed]]
+//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table]]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -29,18 +30,31 @@ int main(int argc, char** argv) {
   const int N = argc > 1 ? std::atoi(argv[1]) : 1;
   const int mt = (argc > 2 ? std::atoi(argv[2]) : 16) / 16;
   const bool fixed = argc > 3 && std::string(argv[3]) == "fixed";
+  const bool table = argc > 4 && std::string(argv[4]) == "table";
   constexpr int B = kHeadB, R = kHeadR, H = kHeadH;
   T* out;
   CK(cudaMalloc(&out, (size_t)N * B * R * 2));
   k::LatentRowsArgs<T> ra{};
   ra.a = head_latent_args(N);
   ra.a.lat_out = out;
+  if (table) {
+    float* emb;
+    CK(cudaMalloc(&emb, (size_t)kHeadV * R * 4));
+    fill_uniform<<<1024, 256>>>(emb, kHeadV * R, 8);
+    CK(cudaDeviceSynchronize());
+    ra.a.emb_lat = emb;
+    ra.a.el_s = R;
+  }
   constexpr k::LatentShape cs = k::latent_shape(R, H, 2, k::kLatentFixedCluster);  // the cluster tiling's K-splits
   ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), k::rows_kchunk1(cs),
                                     k::rows_kchunk3(cs));
   const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
-  auto kernel = fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512> : k::latent_rows_kernel<T, 2, 16, 512>)
-                      : (mt == 1 ? k::latent_rows_kernel<T, 1> : k::latent_rows_kernel<T, 2>);
+  auto pick = [&](auto tab) {
+    constexpr bool kT = decltype(tab)::value;
+    return fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512, kT> : k::latent_rows_kernel<T, 2, 16, 512, kT>)
+                 : (mt == 1 ? k::latent_rows_kernel<T, 1, 0, 0, kT> : k::latent_rows_kernel<T, 2, 0, 0, kT>);
+  };
+  auto kernel = table ? pick(std::true_type{}) : pick(std::false_type{});
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ra.t.smem_bytes));
   cudaStream_t stream;  // not the legacy default stream, which cannot be captured
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -51,10 +65,11 @@ int main(int argc, char** argv) {
   const int ctas = std::min(tiles, 4096);
   std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
   CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
-  const int mix_end = ra.t.n1 + ra.t.nmix;
+  const int n1 = table ? 0 : ra.t.n1;  // with the table phase 1 streams nothing
+  const int mix_end = n1 + ra.t.nmix;
   const int steps = mix_end + ra.t.n2 + ra.t.n3;
-  std::printf("%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
-              fixed ? "fixed" : "generic", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
+  std::printf("%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
+              fixed ? "fixed" : "generic", table ? " table" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
   auto mean = [&](int from, int to) {
     double sum = 0;
     for (int i = 0; i < ctas; ++i) sum += pr[i * 64 + to] - pr[i * 64 + from];
@@ -62,7 +77,7 @@ int main(int argc, char** argv) {
   };
   std::printf(" start->step0 %.0f |", mean(0, 1));
   for (int s = 0; s < steps; ++s) {
-    if (s == ra.t.n1 || s == mix_end || s == mix_end + ra.t.n2) std::printf(" |");
+    if (s == n1 || s == mix_end || s == mix_end + ra.t.n2) std::printf(" |");
     std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
   }
   std::printf(" | total %.0f\n", mean(0, 63));

@@ -133,6 +133,29 @@ struct LatentRowsArgs {
   LatentRowsTiling t;
 };
 
+// Two adjacent elements src[0], src[1] as floats: one 4-byte load of a 16-bit pair or one
+// 8-byte load of an fp32 pair when `whole` (the pair aligned to its size), else two loads.
+template <typename T>
+__device__ __forceinline__ void load_pair(float (&f)[2], const T* src, bool whole) {
+  if (whole) {
+    if constexpr (sizeof(T) == 2) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
+      T two[2];
+      memcpy(two, &w, sizeof(w));
+      f[0] = to_float(two[0]);
+      f[1] = to_float(two[1]);
+      return;
+    } else if constexpr (sizeof(T) == 4) {
+      const float2 w = *reinterpret_cast<const float2*>(src);
+      f[0] = to_float(w.x);
+      f[1] = to_float(w.y);
+      return;
+    }
+  }
+  f[0] = to_float(src[0]);
+  f[1] = to_float(src[1]);
+}
+
 // v = v + acc (the cluster variant's "v += part[s]"), then acc = 0: one K-split closed.
 template <int S>
 __device__ __forceinline__ void fold_split(float (&v)[S][4], float (&acc)[S][4]) {
@@ -324,60 +347,91 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
   }
+  // x = the accumulators (or the table's entries) + xh.  Every load of a lane goes out before
+  // any sum uses one (one round trip instead of one per tile: a sum between the loads would
+  // wait for its own), pairs loaded whole where aligned.
+  float es[S][2][2], xs[S][2][2];
 #pragma unroll
   for (int i = 0; i < S; ++i) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = frow + 8 * h;
       const int c = fcol + i * 8;
-      float xh0 = 0.f, xh1 = 0.f;
-      float e0 = v[i][2 * h], e1 = v[i][2 * h + 1];  // 0 without the table past valid_rows
-      if (use_table) e0 = e1 = 0.f;
+      xs[i][h][0] = xs[i][h][1] = 0.f;
+      es[i][h][0] = use_table ? 0.f : v[i][2 * h];  // 0 without the table past valid_rows
+      es[i][h][1] = use_table ? 0.f : v[i][2 * h + 1];
       if (r < valid_rows) {
         const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
-        xh0 = to_float(src[0]);
-        xh1 = to_float(src[1]);
-        if (use_table) {
-          e0 = e_row[h][c];
-          e1 = e_row[h][c + 1];
-        }
+        load_pair(xs[i][h], src, p.vec_xh);
+        if (use_table) load_pair(es[i][h], e_row[h] + c, (reinterpret_cast<uintptr_t>(e_row[h] + c) & 7) == 0);
       }
-      s_x[r * t.ld_x + c] = e0 + xh0;
-      s_x[r * t.ld_x + c + 1] = e1 + xh1;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float* dst = s_x + (frow + 8 * h) * t.ld_x + fcol + i * 8;
+      dst[0] = es[i][h][0] + xs[i][h][0];
+      dst[1] = es[i][h][1] + xs[i][h][1];
     }
   }
 
-  // The mixer over all j, k_per_mix output slots k per step (their mixer rows in the stage):
-  // u (fp32) and dtype(u), or the output.  Rows past the valid ones get u = 0 on the first step.
+  // The mixer, k_per_mix output slots k per step (their mixer rows in the stage): step s
+  // computes the slots [kb, ke) of every block of the tile and nothing else, four adjacent
+  // channels a thread (per j one 8-byte load of the mixer rows and one 16-byte load of x), each
+  // channel's fp32 chain over j as before: u (fp32) and dtype(u), or the output.  Rows past
+  // the valid ones get u = 0 (those past the tile's whole blocks on the first step).
+  constexpr int kMixV = 4;               // channels a thread
+  constexpr int kMixCols = R / kMixV;    // threads a row
   for (int s = n1; s < mix_end; ++s) {
     begin_step(s);
     const int kb = (s - n1) * t.k_per_mix;
-    const int ke = min(B, kb + t.k_per_mix);
+    const int nk = min(B, kb + t.k_per_mix) - kb;
     const T* mix_s = stage(s);
-    for (GridWalk w(tid, kLatentThreads, R / 2); w.row < rows; w.next()) {
-      const int r = w.row;
-      const int c = w.col * 2;
-      const int k = r % B;
-      const bool valid = r < valid_rows;
-      if (valid ? (k < kb || k >= ke) : s != n1) continue;
-      float u0 = 0.f, u1 = 0.f;
-      if (valid) {
+    const int items = t.blocks * nk * kMixCols;
+    for (int it = tid; it < items; it += kLatentThreads) {
+      const int c = (it % kMixCols) * kMixV;
+      const int q = it / kMixCols;  // (block, slot) of the step
+      const int kk = q % nk;
+      const int k = kb + kk;
+      const int r = (q / nk) * B + k;
+      float u[kMixV] = {0.f, 0.f, 0.f, 0.f};
+      if (r < valid_rows) {
         const float* xcol = s_x + (r - k) * t.ld_x + c;  // slot 0 of this row's block
-        const T* mrow = mix_s + (k - kb) * B * t.ld_w + c;
+        const T* mrow = mix_s + kk * B * t.ld_w + c;
 #pragma unroll 4
         for (int j = 0; j < B; ++j) {
-          u0 = fmaf(to_float(mrow[j * t.ld_w]), xcol[j * t.ld_x], u0);
-          u1 = fmaf(to_float(mrow[j * t.ld_w + 1]), xcol[j * t.ld_x + 1], u1);
+          const float4 xv = *reinterpret_cast<const float4*>(xcol + j * t.ld_x);
+          T m[kMixV];
+          if constexpr (sizeof(T) == 2) {  // the only instances the launcher runs
+            const uint2 mv = *reinterpret_cast<const uint2*>(mrow + j * t.ld_w);
+            memcpy(m, &mv, sizeof(mv));
+          } else {
+#pragma unroll
+            for (int e = 0; e < kMixV; ++e) m[e] = mrow[j * t.ld_w + e];
+          }
+          u[0] = fmaf(to_float(m[0]), xv.x, u[0]);
+          u[1] = fmaf(to_float(m[1]), xv.y, u[1]);
+          u[2] = fmaf(to_float(m[2]), xv.z, u[2]);
+          u[3] = fmaf(to_float(m[3]), xv.w, u[3]);
         }
       }
       if (p.do_mlp) {
-        s_u[r * t.ld_x + c] = u0;
-        s_u[r * t.ld_x + c + 1] = u1;
-        store_pair(s_a + r * t.ld_a + c, u0, u1);
-      } else if (valid && k >= 1) {
+        *reinterpret_cast<float4*>(s_u + r * t.ld_x + c) = make_float4(u[0], u[1], u[2], u[3]);
+        store_pair(s_a + r * t.ld_a + c, u[0], u[1]);
+        store_pair(s_a + r * t.ld_a + c + 2, u[2], u[3]);
+      } else if (r < valid_rows && k >= 1) {
         T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
-        out[0] = from_float<T>(u0);
-        out[1] = from_float<T>(u1);
+#pragma unroll
+        for (int e = 0; e < kMixV; ++e) out[e] = from_float<T>(u[e]);
+      }
+    }
+    if (p.do_mlp && s == n1) {  // rows past the tile's whole blocks (B not dividing 16 * MT)
+      for (int it = t.blocks * B * (R / 2) + tid; it < rows * (R / 2); it += kLatentThreads) {
+        const int r = it / (R / 2), c = (it % (R / 2)) * 2;
+        *reinterpret_cast<float2*>(s_u + r * t.ld_x + c) = make_float2(0.f, 0.f);
+        store_pair(s_a + r * t.ld_a + c, 0.f, 0.f);
       }
     }
     end_step(s);
@@ -422,8 +476,13 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       if (r >= valid_rows || k == 0) continue;
       const int c = fcol + i * 8;
       T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
-      out[0] = from_float<T>(v[i][2 * h] + s_u[r * t.ld_x + c]);
-      out[1] = from_float<T>(v[i][2 * h + 1] + s_u[r * t.ld_x + c + 1]);
+      const float o0 = v[i][2 * h] + s_u[r * t.ld_x + c], o1 = v[i][2 * h + 1] + s_u[r * t.ld_x + c + 1];
+      if (sizeof(T) == 2 && (reinterpret_cast<uintptr_t>(out) & 3) == 0) {
+        store_pair(out, o0, o1);  // one word, the same two roundings
+      } else {
+        out[0] = from_float<T>(o0);
+        out[1] = from_float<T>(o1);
+      }
     }
   }
   XPRESS_ROWS_MARK(63);
