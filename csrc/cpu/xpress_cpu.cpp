@@ -220,12 +220,12 @@ void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, co
   add_argmax_to_blk_cpu(base, out, blk);
 }
 
-void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
-                            const at::Tensor& cand, at::Tensor& blk) {
-  const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);
+namespace {
+
+// topc_argmax_to_blk on checked arguments (ids in range).
+void topc_argmax_rows(const TopcDims& d, const at::Tensor& base_c, const at::Tensor& bias_c,
+                      const at::Tensor& cand, at::Tensor& blk) {
   const int64_t rows = d.N * d.Bm1;
-  if (rows == 0) return;
-  check_topc_ids(cand);
   int64_t* out = blk.mutable_data_ptr<int64_t>();
   const int64_t* ids = cand.const_data_ptr<int64_t>();
   XPRESS_DISPATCH_FLOAT(base_c.scalar_type(), "topc_argmax_to_blk", c10::BFloat16, c10::Half,
@@ -241,6 +241,16 @@ void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                                 ids[n * cand.stride(0) + b * cand.stride(1) + best];
                           }
                         });
+}
+
+}  // namespace
+
+void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
+                            const at::Tensor& cand, at::Tensor& blk) {
+  const TopcDims d = check_topc_argmax(base_c, bias_c, cand, blk);
+  if (d.N * d.Bm1 == 0) return;
+  check_topc_ids(cand);
+  topc_argmax_rows(d, base_c, bias_c, cand, blk);
 }
 
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
@@ -370,14 +380,9 @@ float gemv_dot_fma(const scalar_t* w, const float* xr, int64_t K) {
 inline bool cpu_has_fma() { return false; }
 #endif
 
-}  // namespace
-
-void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
-                     bool /*reverse: a traversal-order hint for the CUDA kernel; same results*/,
-                     bool /*prefetch: when the CUDA kernel may load table and ids; same results*/) {
-  const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
-  if (ids.numel() == 0) return;
-  check_gather_gemv_ids(d, ids);
+// gather_gemv on checked arguments (ids in range).
+void gather_gemv_rows(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x,
+                      at::Tensor& out) {
   const auto st = gather_gemv_stride;
   const int64_t* id = ids.const_data_ptr<int64_t>();
   // XPRESS_EXT_CPU_FMA=0 takes the portable build of the same loops (tests; read per call).
@@ -404,6 +409,17 @@ void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::T
   });
 }
 
+}  // namespace
+
+void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
+                     bool /*reverse: a traversal-order hint for the CUDA kernel; same results*/,
+                     bool /*prefetch: when the CUDA kernel may load table and ids; same results*/) {
+  const GatherGemvDims d = check_gather_gemv(table, ids, x, out);
+  if (ids.numel() == 0) return;
+  check_gather_gemv_ids(d, ids);
+  gather_gemv_rows(d, table, ids, x, out);
+}
+
 // gather_gemv into a buffer of base_c's shape, then topc_argmax_to_blk: the op's definition.
 void gather_gemv_argmax_to_blk_cpu(const at::Tensor& table, const at::Tensor& cand, const at::Tensor& lat,
                                    const at::Tensor& base_c, at::Tensor& blk, bool /*reverse: CUDA only*/,
@@ -412,8 +428,8 @@ void gather_gemv_argmax_to_blk_cpu(const at::Tensor& table, const at::Tensor& ca
   if (cand.numel() == 0) return;
   check_gather_gemv_ids(d, cand, "gather_gemv_argmax_to_blk", "cand");  // before any write
   at::Tensor bias = at::empty(cand.sizes(), base_c.options());
-  gather_gemv_cpu(table, cand, lat, bias, false, false);
-  topc_argmax_to_blk_cpu(base_c, bias, cand, blk);
+  gather_gemv_rows(d, table, cand, lat, bias);
+  topc_argmax_rows(TopcDims{d.S1, d.S2, d.M}, base_c, bias, cand, blk);
 }
 
 }  // namespace xpress
