@@ -8,7 +8,7 @@
 // table (fp32 [V, R]) read in place of phase 1, as the head calls it.
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table]]]
+//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -31,12 +31,20 @@ int main(int argc, char** argv) {
   const int mt = (argc > 2 ? std::atoi(argv[2]) : 16) / 16;
   const bool fixed = argc > 3 && std::string(argv[3]) == "fixed";
   const bool table = argc > 4 && std::string(argv[4]) == "table";
+  // A fifth argument "near": every token among the first 64 ids (their rows in one page and in
+  // L2), instead of ids spread over the vocabulary.
+  const bool near = argc > 5 && std::string(argv[5]) == "near";
   constexpr int B = kHeadB, R = kHeadR, H = kHeadH;
   T* out;
   CK(cudaMalloc(&out, (size_t)N * B * R * 2));
   k::LatentRowsArgs<T> ra{};
   ra.a = head_latent_args(N);
   ra.a.lat_out = out;
+  if (near) {
+    fill_ids<<<64, 256>>>(const_cast<int64_t*>(ra.a.blk), (int64_t)N * B, 64);
+    fill_ids<<<1, 256>>>(const_cast<int64_t*>(ra.a.tok_am1), N, 64);
+    CK(cudaDeviceSynchronize());
+  }
   if (table) {
     float* emb;
     CK(cudaMalloc(&emb, (size_t)kHeadV * R * 4));
@@ -75,7 +83,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < ctas; ++i) sum += pr[i * 64 + to] - pr[i * 64 + from];
     return sum / ctas;
   };
-  std::printf(" start->step0 %.0f |", mean(0, 1));
+  std::printf(" start->step0 %.0f (copies issued %.0f, x's loads reached %.0f, x stored %.0f) |", mean(0, 1),
+              mean(0, 60), mean(0, 61), mean(0, 62));
   for (int s = 0; s < steps; ++s) {
     if (s == n1 || s == mix_end || s == mix_end + ra.t.n2) std::printf(" |");
     std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));

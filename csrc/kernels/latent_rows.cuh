@@ -115,7 +115,8 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
 }
 
 // XPRESS_ROWS_PROBE (as the name of a device array) records clock64() in each CTA: [0] at
-// start, [1 + s] once step s's chunk has landed, [31] at the end.
+// start, [1 + s] once step s's chunk has landed, [63] at the end; before the first step [60]
+// once the first stages' copies are issued, [61] before x's loads, [62] once x is stored.
 #ifdef XPRESS_ROWS_PROBE
 #define XPRESS_ROWS_MARK(k)                                                          \
   do {                                                                               \
@@ -308,10 +309,17 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   if constexpr (!use_table) {
     load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>(&p, n0, B), rows, R, valid_rows, R, p.vec_w1);
   }
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_steps) issue(s);
-    cp_async_commit();
-  }
+  // The first kStages - 1 steps' copies.  With the table they are issued after x's loads
+  // (below): issued first, 96 KB of copies a CTA, all CTAs reading the same weights at once,
+  // went ahead of the tokens' loads and then x's, and the first step began ~10.7 K cycles in.
+  auto issue_first = [&]() {
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < n_steps) issue(s);
+      cp_async_commit();
+    }
+    XPRESS_ROWS_MARK(60);
+  };
+  if constexpr (!use_table) issue_first();
 
   const int frow = mt * 16 + (lane >> 2);  // this lane's accumulator rows: frow, frow + 8
   const int fcol = col0 + (lane & 3) * 2;  // and columns fcol + 8 i + {0, 1}
@@ -347,6 +355,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
   }
+  XPRESS_ROWS_MARK(61);
   // x = the accumulators (or the table's entries) + xh.  Every load of a lane goes out before
   // any sum uses one (one round trip instead of one per tile: a sum between the loads would
   // wait for its own), pairs loaded whole where aligned.
@@ -367,6 +376,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
   }
+  if constexpr (use_table) issue_first();  // while x's loads are in flight
 #pragma unroll
   for (int i = 0; i < S; ++i) {
 #pragma unroll
@@ -376,6 +386,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       dst[1] = es[i][h][1] + xs[i][h][1];
     }
   }
+  XPRESS_ROWS_MARK(62);
 
   // The mixer, k_per_mix output slots k per step (their mixer rows in the stage): step s
   // computes the slots [kb, ke) of every block of the tile and nothing else, four adjacent
