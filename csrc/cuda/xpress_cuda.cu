@@ -734,6 +734,9 @@ void launch_gather_rows(const GatherRowsDims& d, const at::Tensor& table, const 
 // ---------------------------------------------------------------------------------------------
 // gather_gemv
 
+// A row's warp tiles: kGemvRows candidates each.
+int64_t gemv_tiles_per_row(int64_t M) { return (M + k::kGemvRows - 1) / k::kGemvRows; }
+
 // The arguments both gather_gemv kernels share (out and the argmax fields unset).
 template <typename T>
 k::GatherGemvArgs<T> gather_gemv_args(const GatherGemvDims& d, const at::Tensor& table, const at::Tensor& ids,
@@ -752,7 +755,7 @@ k::GatherGemvArgs<T> gather_gemv_args(const GatherGemvDims& d, const at::Tensor&
   a.x_s2 = st(x, 1);
   a.M = d.M;
   a.K = d.K;
-  const int64_t tiles_per_s = (d.M + k::kGemvRows - 1) / k::kGemvRows;
+  const int64_t tiles_per_s = gemv_tiles_per_row(d.M);
   const int64_t tiles = d.S1 * d.S2 * tiles_per_s;
   TORCH_CHECK_VALUE(tiles <= std::numeric_limits<int32_t>::max(), "gather_gemv: ", d.S1 * d.S2 * d.M,
                     " dot products (ids.numel()) exceed one launch's ", int64_t{k::kGemvRows}, " * 2^31");
@@ -822,8 +825,7 @@ void launch_gather_gemv_argmax(const GatherGemvDims& d, const at::Tensor& table,
                                const at::Tensor& lat, const at::Tensor& base_c, at::Tensor& blk, bool reverse,
                                bool prefetch) {
   const int device = table.get_device();
-  const int64_t tiles_per_s = (d.M + k::kGemvRows - 1) / k::kGemvRows;
-  const int64_t cpr = (tiles_per_s + k::kGemvWarps - 1) / k::kGemvWarps;
+  const int64_t cpr = (gemv_tiles_per_row(d.M) + k::kGemvWarps - 1) / k::kGemvWarps;
   const int mode = gemv_argmax_mode();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t ctas = d.S1 * d.S2 * cpr;
