@@ -215,6 +215,37 @@ __device__ __forceinline__ void warp_tile_mma(float (&acc)[NB][4], const T* A, i
   }
 }
 
+// warp_tile_mma over two row tiles at once: acc[h][i] += A[16 h : 16 h + 16, k] @ Bm[i][k, 0:8]
+// for h < 2.  On the tensor cores each B fragment is loaded once for both row tiles (a third
+// fewer shared-memory reads than two calls); each accumulator sees the same k sequence as in
+// warp_tile_mma, so the same bits.  Other types: two warp_tile_mma calls.
+template <typename T, int NB>
+__device__ __forceinline__ void warp_tile_mma_rows2(float (&acc)[2][NB][4], const T* A, int lda,
+                                                    const T* const (&Bm)[NB], int ldb, int k_begin,
+                                                    int k_end, int lane) {
+  if constexpr (DType<T>::kTensorCore) {
+    const T* a_row0 = A + (lane & 15) * lda + (lane >> 4) * 8;
+    const T* a_row1 = a_row0 + 16 * lda;
+    const int b_off = (lane & 15) * ldb;
+#pragma unroll 4
+    for (int k = k_begin; k < k_end; k += 16) {
+      uint32_t a0[4], a1[4];
+      ldmatrix_x4(a0, a_row0 + k);
+      ldmatrix_x4(a1, a_row1 + k);
+#pragma unroll
+      for (int i = 0; i < NB; ++i) {
+        uint32_t b[2];
+        ldmatrix_x2_trans(b, Bm[i] + b_off + k * ldb);
+        mma_16816<T>(acc[0][i], a0, b);
+        mma_16816<T>(acc[1][i], a1, b);
+      }
+    }
+  } else {
+    warp_tile_mma<T, NB>(acc[0], A, lda, Bm, ldb, k_begin, k_end, lane);
+    warp_tile_mma<T, NB>(acc[1], A + 16 * lda, lda, Bm, ldb, k_begin, k_end, lane);
+  }
+}
+
 // Cluster barrier split in two halves: arrive early, wait only where a peer's shared memory is
 // first needed (PTX barrier.cluster).  `arrive` is relaxed: it orders nothing, it only tells
 // the peers this CTA is running.

@@ -268,7 +268,12 @@ struct EmbeddingRows {
 };
 
 // One K-split GEMM phase: part[s][row][col] = A[:, k in split s] @ Bm[k in split s, own cols],
-// for all 16x8 tiles of a [rows, ncols] output.  Work items are spread over the warps.
+// for all 16x8 tiles of a [rows, ncols] output.  Work items are spread over the warps.  With
+// 32 rows or more (an even count of row tiles) and an even count of column tiles, on the tensor
+// cores, a warp takes two adjacent column tiles, each A fragment loaded once for both (at the
+// head's 32-row groups: 8 items for the 16 warps instead of 16); each tile's sums are the same.
+// H200 (benchmarks/latent_pass_phases.cu, session 39, graph replay, with phase 2's two row tiles
+// a warp): 9.9 -> 9.7 us at N = 16, 17.1 -> 16.6 at N = 32, 25.2 -> 24.5 at N = 64.
 template <typename T>
 __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_stride, const T* A,
                                              int lda, const T* Bm, int ldb, int rows, int ncols,
@@ -278,6 +283,29 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
   const int mt_count = rows / 16;
   const int nt_count = ncols / 8;
   const int kchunk = round_up(ceil_div(k_total, ksplit), 16);
+  if (DType<T>::kTensorCore && mt_count % 2 == 0 && nt_count % 2 == 0) {
+    const int np = nt_count / 2;
+    for (int item = warp; item < mt_count * np * ksplit; item += kLatentWarps) {
+      const int s = item % ksplit;
+      const int tile = item / ksplit;
+      const int ntp = tile % np;
+      const int mt = tile / np;
+      float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      const int kb = s * kchunk;
+      const int ke = min(k_total, kb + kchunk);
+      if (kb < ke) {
+        const T* const b[2] = {Bm + ntp * 16, Bm + ntp * 16 + 8};
+        warp_tile_mma<T, 2>(acc, A + mt * 16 * lda, lda, b, ldb, kb, ke, lane);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float* out = part + s * part_stride + (mt * 16 + (lane >> 2)) * ld_f + (2 * ntp + h) * 8 + (lane & 3) * 2;
+        *reinterpret_cast<float2*>(out) = make_float2(acc[h][0], acc[h][1]);
+        *reinterpret_cast<float2*>(out + 8 * ld_f) = make_float2(acc[h][2], acc[h][3]);
+      }
+    }
+    return;
+  }
   for (int item = warp; item < mt_count * nt_count * ksplit; item += kLatentWarps) {
     const int s = item % ksplit;
     const int tile = item / ksplit;
@@ -614,12 +642,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 
       // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)) for own hidden units, all-gathered.
       const int nth = t.hc / 8;
-      for (int item = warp; item < (rows() / 16) * nth; item += kLatentWarps) {
-        const int nt = item % nth;
-        const int mt = item / nth;
-        float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-        const T* const b[2] = {s_wg + nt * 8, s_wu + nt * 8};
-        warp_tile_mma<T, 2>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
+      // Row tile mt, column tile nt of m from its W_g and W_u sums: SiLU, product, all-gather.
+      auto emit = [&](int mt, int nt, const float (&acc)[2][4]) {
         const int row = mt * 16 + (lane >> 2);
         if constexpr (kQuadPush) {
           // The quad's 8 hidden units of rows `row` and `row + 8` as two 16-byte pieces.
@@ -640,6 +664,30 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
             store_pair(dst + row * t.ld_m + col, m0, m1);
             store_pair(dst + (row + 8) * t.ld_m + col, m2, m3);
           }
+        }
+      };
+      if (DType<T>::kTensorCore && rows() % 32 == 0) {
+        // Two row tiles a warp, each W_g / W_u fragment loaded once for both (at the head's
+        // 32-row groups: 8 items for the 16 warps instead of 16).  Same sums, same bits.
+        // H200 (benchmarks/latent_pass_phases.cu, session 39, graph replay): 10.4 -> 9.9 us at
+        // N = 16, 17.7 -> 17.1 at N = 32, 26.1 -> 25.2 at N = 64.
+        for (int item = warp; item < (rows() / 32) * nth; item += kLatentWarps) {
+          const int nt = item % nth;
+          const int mp = item / nth;
+          float acc[2][2][4] = {};
+          const T* const b[2] = {s_wg + nt * 8, s_wu + nt * 8};
+          warp_tile_mma_rows2<T, 2>(acc, s_ub + mp * 32 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
+          emit(2 * mp, nt, acc[0]);
+          emit(2 * mp + 1, nt, acc[1]);
+        }
+      } else {
+        for (int item = warp; item < (rows() / 16) * nth; item += kLatentWarps) {
+          const int nt = item % nth;
+          const int mt = item / nth;
+          float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+          const T* const b[2] = {s_wg + nt * 8, s_wu + nt * 8};
+          warp_tile_mma<T, 2>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
+          emit(mt, nt, acc);
         }
       }
       XPRESS_LATENT_MARK(10);
