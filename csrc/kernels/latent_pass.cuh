@@ -283,6 +283,12 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
   const int mt_count = rows / 16;
   const int nt_count = ncols / 8;
   const int kchunk = round_up(ceil_div(k_total, ksplit), 16);
+  // One 16 x 8 tile's sums (this lane's two rows and two columns) into split s's partials.
+  auto store_tile = [&](int s, int mt, int nt, const float (&acc)[4]) {
+    float* out = part + s * part_stride + (mt * 16 + (lane >> 2)) * ld_f + nt * 8 + (lane & 3) * 2;
+    *reinterpret_cast<float2*>(out) = make_float2(acc[0], acc[1]);
+    *reinterpret_cast<float2*>(out + 8 * ld_f) = make_float2(acc[2], acc[3]);
+  };
   if (DType<T>::kTensorCore && mt_count % 2 == 0 && nt_count % 2 == 0) {
     const int np = nt_count / 2;
     for (int item = warp; item < mt_count * np * ksplit; item += kLatentWarps) {
@@ -298,11 +304,7 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
         warp_tile_mma<T, 2>(acc, A + mt * 16 * lda, lda, b, ldb, kb, ke, lane);
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float* out = part + s * part_stride + (mt * 16 + (lane >> 2)) * ld_f + (2 * ntp + h) * 8 + (lane & 3) * 2;
-        *reinterpret_cast<float2*>(out) = make_float2(acc[h][0], acc[h][1]);
-        *reinterpret_cast<float2*>(out + 8 * ld_f) = make_float2(acc[h][2], acc[h][3]);
-      }
+      for (int h = 0; h < 2; ++h) store_tile(s, mt, 2 * ntp + h, acc[h]);
     }
     return;
   }
@@ -321,9 +323,7 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] = tile[0][i];
     }
-    float* out = part + s * part_stride + (mt * 16 + (lane >> 2)) * ld_f + nt * 8 + (lane & 3) * 2;
-    *reinterpret_cast<float2*>(out) = make_float2(acc[0], acc[1]);
-    *reinterpret_cast<float2*>(out + 8 * ld_f) = make_float2(acc[2], acc[3]);
+    store_tile(s, mt, nt, acc);
   }
 }
 

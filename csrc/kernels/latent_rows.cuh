@@ -7,8 +7,9 @@
 //   W_g | W_u rows, one R-wide panel of hidden units at a time
 //                              -> m = dtype(silu(u @ wg) * (u @ wu))
 //   W_d rows                   -> out = u + m @ wd
-// Each warp owns a 16-row strip of S 8-column tiles (both W_g and W_u tiles in phase 2) and
-// keeps its accumulators in registers across the steps; phase ends need no cross-warp reduction.
+// Each warp owns S = 2 8-column tiles in every 16-row tile of the CTA (both W_g and W_u tiles in
+// phase 2), so with 32 rows each B fragment it loads serves both row tiles, and keeps its
+// accumulators in registers across the steps; phase ends need no cross-warp reduction.
 //
 // Every output is bitwise the one latent_pass_kernel (the cluster variant) writes: the same
 // per-element MMA k-step sequence, the same K-split boundaries (kchunk1 / kchunk3 of that
@@ -157,39 +158,65 @@ __device__ __forceinline__ void load_pair(float (&f)[2], const T* src, bool whol
   f[1] = to_float(src[1]);
 }
 
+// A warp's tiles: its MT 16-row tiles (the CTA's rows) x S 8-column tiles; acc[h][i] is row
+// tile h, column tile i.
+template <int MT, int S>
+using RowsTiles = float[MT][S][4];
+
+// acc[h][i] += A[16 h : 16 h + 16, k] @ Bm[i][k, 0:8] for k in [k_begin, k_end): with two row
+// tiles each B fragment is loaded once for both (warp_tile_mma_rows2).  Every accumulator sees
+// the k sequence warp_tile_mma gives it, so the same bits.
+template <typename T, int MT, int S>
+__device__ __forceinline__ void rows_tile_mma(RowsTiles<MT, S>& acc, const T* A, int lda,
+                                              const T* const (&Bm)[S], int ldb, int k_begin, int k_end,
+                                              int lane) {
+  static_assert(MT == 1 || MT == 2, "one or two row tiles a CTA");
+  if constexpr (MT == 1) {
+    warp_tile_mma<T, S>(acc[0], A, lda, Bm, ldb, k_begin, k_end, lane);
+  } else {
+    warp_tile_mma_rows2<T, S>(acc, A, lda, Bm, ldb, k_begin, k_end, lane);
+  }
+}
+
 // v = v + acc (the cluster variant's "v += part[s]"), then acc = 0: one K-split closed.
-template <int S>
-__device__ __forceinline__ void fold_split(float (&v)[S][4], float (&acc)[S][4]) {
+template <int MT, int S>
+__device__ __forceinline__ void fold_split(RowsTiles<MT, S>& v, RowsTiles<MT, S>& acc) {
 #pragma unroll
-  for (int i = 0; i < S; ++i) {
+  for (int h = 0; h < MT; ++h) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      v[i][e] += acc[i][e];
-      acc[i][e] = 0.f;
+    for (int i = 0; i < S; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[h][i][e] += acc[h][i][e];
+        acc[h][i][e] = 0.f;
+      }
     }
   }
 }
 
 // One chunk of K rows [k0, k1) of a K-split GEMM: acc += A[:, k] @ chunk[k - k0, cols], closing
 // a split (fold_split) at every multiple of kchunk and at K.
-template <typename T, int S>
-__device__ __forceinline__ void rows_chunk_mma(float (&v)[S][4], float (&acc)[S][4], const T* A,
+template <typename T, int MT, int S>
+__device__ __forceinline__ void rows_chunk_mma(RowsTiles<MT, S>& v, RowsTiles<MT, S>& acc, const T* A,
                                                int lda, const T* const (&b)[S], int ldb, int k0,
                                                int k1, int K, int kchunk, int lane) {
   for (int a = k0; a < k1;) {
     const int e = min(k1, (a / kchunk + 1) * kchunk);
-    warp_tile_mma<T, S>(acc, A + k0, lda, b, ldb, a - k0, e - k0, lane);
-    if (e % kchunk == 0 || e == K) fold_split<S>(v, acc);
+    rows_tile_mma<T, MT, S>(acc, A + k0, lda, b, ldb, a - k0, e - k0, lane);
+    if (e % kchunk == 0 || e == K) fold_split<MT, S>(v, acc);
     a = e;
   }
 }
 
-template <int S>
-__device__ __forceinline__ void zero_tiles(float (&z)[S][4]) {
+template <int MT, int S>
+__device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 #pragma unroll
-  for (int i = 0; i < S; ++i) {
+  for (int h = 0; h < MT; ++h) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) z[i][e] = 0.f;
+    for (int i = 0; i < S; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) z[h][i][e] = 0.f;
+    }
   }
 }
 
@@ -203,8 +230,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
   grid_dependency_sync();  // before any global access (common.cuh)
   constexpr int kStages = rows_stages<MT>();
-  constexpr int kStrips = kLatentWarps / MT;  // warps per 16-row tile
-  constexpr int S = kRowsR / 8 / kStrips;     // 8-column tiles per warp (one R-wide panel)
+  constexpr int S = kRowsR / 8 / kLatentWarps;  // 8-column tiles a warp, in each of the MT row tiles
   constexpr int R = kRowsR;
   constexpr int kHalf = kRowsStageK / 2;      // phase-2 K rows per step
   const LatentArgs<T>& p = args.a;
@@ -219,8 +245,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int mt = warp / kStrips;
-  const int col0 = (warp % kStrips) * S * 8;
+  const int col0 = warp * S * 8;
   const int rows = 16 * MT;
   const int n0 = blockIdx.x * t.blocks;
   const int valid_rows = min(t.blocks, p.N - n0) * B;
@@ -321,37 +346,41 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
   if constexpr (!use_table) issue_first();
 
-  const int frow = mt * 16 + (lane >> 2);  // this lane's accumulator rows: frow, frow + 8
+  const int frow = lane >> 2;              // this lane's accumulator rows: frow + 16 h + 8 q
   const int fcol = col0 + (lane & 3) * 2;  // and columns fcol + 8 i + {0, 1}
-  float v[S][4], acc[S][4];
+  auto lane_row = [frow](int h, int q) { return frow + 16 * h + 8 * q; };
+  RowsTiles<MT, S> v, acc;
 
-  // Phases 1 and 3: v = a[16 rows, K] @ the K weight rows streamed by steps [s_begin, s_end),
+  // Phases 1 and 3: v = a[16 * MT rows, K] @ the K weight rows streamed by steps [s_begin, s_end),
   // kRowsStageK per step, folded into acc at the cluster tiling's K-split `kchunk`.
   auto streamed_gemm = [&](const T* a, int ld, int s_begin, int s_end, int K, int kchunk) {
-    zero_tiles<S>(v);
-    zero_tiles<S>(acc);
+    zero_tiles<MT, S>(v);
+    zero_tiles<MT, S>(acc);
     for (int s = s_begin; s < s_end; ++s) {
       begin_step(s);
       const T* b[S];
 #pragma unroll
       for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
       const int k0 = (s - s_begin) * kRowsStageK;
-      rows_chunk_mma<T, S>(v, acc, a, ld, b, t.ld_w, k0, min(K, k0 + kRowsStageK), K, kchunk, lane);
+      rows_chunk_mma<T, MT, S>(v, acc, a, ld, b, t.ld_w, k0, min(K, k0 + kRowsStageK), K, kchunk, lane);
       end_step(s);
     }
   };
 
   // Phase 1: x = emb @ wlat_t + xh.
-  if constexpr (!use_table) streamed_gemm(s_a + mt * 16 * t.ld_a, t.ld_a, 0, n1, R, t.kchunk1);
-  const float* e_row[2] = {nullptr, nullptr};  // with the table: the lane's two rows' entries
+  if constexpr (!use_table) streamed_gemm(s_a, t.ld_a, 0, n1, R, t.kchunk1);
+  const float* e_row[MT][2] = {};  // with the table: the lane's rows' entries
   if constexpr (use_table) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = frow + 8 * h;
-      if (r < valid_rows) {
-        const int n = n0 + r / B, b = r % B;
-        const int64_t tok = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
-        e_row[h] = p.emb_lat + clamp_index(tok, p.vocab) * p.el_s;
+    for (int h = 0; h < MT; ++h) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int r = lane_row(h, q);
+        if (r < valid_rows) {
+          const int n = n0 + r / B, b = r % B;
+          const int64_t tok = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
+          e_row[h][q] = p.emb_lat + clamp_index(tok, p.vocab) * p.el_s;
+        }
       }
     }
   }
@@ -359,31 +388,40 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // x = the accumulators (or the table's entries) + xh.  Every load of a lane goes out before
   // any sum uses one (one round trip instead of one per tile: a sum between the loads would
   // wait for its own), pairs loaded whole where aligned.
-  float es[S][2][2], xs[S][2][2];
+  float es[MT][S][2][2], xs[MT][S][2][2];
 #pragma unroll
-  for (int i = 0; i < S; ++i) {
+  for (int h = 0; h < MT; ++h) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = frow + 8 * h;
-      const int c = fcol + i * 8;
-      xs[i][h][0] = xs[i][h][1] = 0.f;
-      es[i][h][0] = use_table ? 0.f : v[i][2 * h];  // 0 without the table past valid_rows
-      es[i][h][1] = use_table ? 0.f : v[i][2 * h + 1];
-      if (r < valid_rows) {
-        const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
-        load_pair(xs[i][h], src, p.vec_xh);
-        if (use_table) load_pair(es[i][h], e_row[h] + c, (reinterpret_cast<uintptr_t>(e_row[h] + c) & 7) == 0);
+    for (int i = 0; i < S; ++i) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int r = lane_row(h, q);
+        const int c = fcol + i * 8;
+        xs[h][i][q][0] = xs[h][i][q][1] = 0.f;
+        es[h][i][q][0] = use_table ? 0.f : v[h][i][2 * q];  // 0 without the table past valid_rows
+        es[h][i][q][1] = use_table ? 0.f : v[h][i][2 * q + 1];
+        if (r < valid_rows) {
+          const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
+          load_pair(xs[h][i][q], src, p.vec_xh);
+          if (use_table) {
+            const float* e = e_row[h][q] + c;
+            load_pair(es[h][i][q], e, (reinterpret_cast<uintptr_t>(e) & 7) == 0);
+          }
+        }
       }
     }
   }
   if constexpr (use_table) issue_first();  // while x's loads are in flight
 #pragma unroll
-  for (int i = 0; i < S; ++i) {
+  for (int h = 0; h < MT; ++h) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float* dst = s_x + (frow + 8 * h) * t.ld_x + fcol + i * 8;
-      dst[0] = es[i][h][0] + xs[i][h][0];
-      dst[1] = es[i][h][1] + xs[i][h][1];
+    for (int i = 0; i < S; ++i) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
+        dst[0] = es[h][i][q][0] + xs[h][i][q][0];
+        dst[1] = es[h][i][q][1] + xs[h][i][q][1];
+      }
     }
   }
   XPRESS_ROWS_MARK(62);
@@ -452,8 +490,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // Phase 2, one R-wide panel of hidden units at a time: m = dtype(silu(u @ wg) * (u @ wu)).
   int s = mix_end;
   for (int h0 = 0; h0 < H; h0 += R) {
-    float gu[2 * S][4];
-    zero_tiles<2 * S>(gu);
+    RowsTiles<MT, 2 * S> gu;
+    zero_tiles<MT, 2 * S>(gu);
     for (int k0 = 0; k0 < R; k0 += kHalf, ++s) {
       begin_step(s);
       const T* b[2 * S];
@@ -462,37 +500,42 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         b[2 * i] = stage(s) + col0 + i * 8;
         b[2 * i + 1] = stage(s) + kHalf * t.ld_w + col0 + i * 8;
       }
-      warp_tile_mma<T, 2 * S>(gu, s_a + mt * 16 * t.ld_a + k0, t.ld_a, b, t.ld_w, 0,
-                              min(kHalf, R - k0), lane);
+      rows_tile_mma<T, MT, 2 * S>(gu, s_a + k0, t.ld_a, b, t.ld_w, 0, min(kHalf, R - k0), lane);
       end_step(s);
     }
 #pragma unroll
-    for (int i = 0; i < S; ++i) {
-      const float* g = gu[2 * i];
-      const float* u = gu[2 * i + 1];
-      T* dst = s_m + frow * t.ld_m + h0 + fcol + i * 8;
-      store_pair(dst, silu(g[0]) * u[0], silu(g[1]) * u[1]);
-      store_pair(dst + 8 * t.ld_m, silu(g[2]) * u[2], silu(g[3]) * u[3]);
+    for (int h = 0; h < MT; ++h) {
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+        const float* g = gu[h][2 * i];
+        const float* u = gu[h][2 * i + 1];
+        T* dst = s_m + lane_row(h, 0) * t.ld_m + h0 + fcol + i * 8;
+        store_pair(dst, silu(g[0]) * u[0], silu(g[1]) * u[1]);
+        store_pair(dst + 8 * t.ld_m, silu(g[2]) * u[2], silu(g[3]) * u[3]);
+      }
     }
   }
 
   // Phase 3: out = u + m @ wd_t (phase 2 ended at step mix_end + t.n2).
-  streamed_gemm(s_m + mt * 16 * t.ld_m, t.ld_m, s, n_steps, H, t.kchunk3);
+  streamed_gemm(s_m, t.ld_m, s, n_steps, H, t.kchunk3);
 #pragma unroll
-  for (int i = 0; i < S; ++i) {
+  for (int h = 0; h < MT; ++h) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = frow + 8 * h;
-      const int k = r % B;
-      if (r >= valid_rows || k == 0) continue;
-      const int c = fcol + i * 8;
-      T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
-      const float o0 = v[i][2 * h] + s_u[r * t.ld_x + c], o1 = v[i][2 * h + 1] + s_u[r * t.ld_x + c + 1];
-      if (sizeof(T) == 2 && (reinterpret_cast<uintptr_t>(out) & 3) == 0) {
-        store_pair(out, o0, o1);  // one word, the same two roundings
-      } else {
-        out[0] = from_float<T>(o0);
-        out[1] = from_float<T>(o1);
+    for (int i = 0; i < S; ++i) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int r = lane_row(h, q);
+        const int k = r % B;
+        if (r >= valid_rows || k == 0) continue;
+        const int c = fcol + i * 8;
+        T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
+        const float o0 = v[h][i][2 * q] + s_u[r * t.ld_x + c], o1 = v[h][i][2 * q + 1] + s_u[r * t.ld_x + c + 1];
+        if (sizeof(T) == 2 && (reinterpret_cast<uintptr_t>(out) & 3) == 0) {
+          store_pair(out, o0, o1);  // one word, the same two roundings
+        } else {
+          out[0] = from_float<T>(o0);
+          out[1] = from_float<T>(o1);
+        }
       }
     }
   }
