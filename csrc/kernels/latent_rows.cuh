@@ -38,8 +38,10 @@ __host__ __device__ constexpr int rows_stages() {
 
 // Copies `rows` rows of COLS 16-bit elements (16-byte aligned, all valid) into shared memory
 // (row stride ld_s) with a fixed thread -> 16-byte column map: a few instructions per copy,
-// where load_rows' general walk (zero fill, scalar fallback) costs tens.
-template <typename T, int COLS, typename RowOffset>
+// where load_rows' general walk (zero fill, scalar fallback) costs tens.  A chunk of FULL rows
+// (every chunk of the canonical head) takes a straight run of FULL / kRowsPerPass copies a
+// thread, without the loop's trip-count and remainder code.
+template <typename T, int COLS, int FULL, typename RowOffset>
 __device__ __forceinline__ void load_rows_vec(T* s, int ld_s, const T* g, RowOffset row_offset,
                                               int rows) {
   constexpr int kV = kVecElems<T>;
@@ -47,8 +49,17 @@ __device__ __forceinline__ void load_rows_vec(T* s, int ld_s, const T* g, RowOff
   constexpr int kRowsPerPass = kLatentThreads / kPerRow;
   static_assert(COLS % kV == 0 && kLatentThreads % kPerRow == 0, "whole vectors per pass");
   const int col = (threadIdx.x % kPerRow) * kV;
+  const int r0 = threadIdx.x / kPerRow;
+  if (rows == FULL && FULL % kRowsPerPass == 0) {
+#pragma unroll
+    for (int i = 0; i < FULL / kRowsPerPass; ++i) {
+      const int r = r0 + i * kRowsPerPass;
+      cp_async16(s + r * ld_s + col, g + row_offset(r) + col, 16);
+    }
+    return;
+  }
 #pragma unroll 4
-  for (int r = threadIdx.x / kPerRow; r < rows; r += kRowsPerPass) {
+  for (int r = r0; r < rows; r += kRowsPerPass) {
     cp_async16(s + r * ld_s + col, g + row_offset(r) + col, 16);
   }
 }
@@ -273,23 +284,23 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     if (fast) {
       if (s < n1) {
         const int k0 = s * kRowsStageK;
-        load_rows_vec<T, R>(dst, t.ld_w, p.wlat + k0 * p.wlat_s, StridedRows{p.wlat_s},
-                            min(kRowsStageK, R - k0));
+        load_rows_vec<T, R, kRowsStageK>(dst, t.ld_w, p.wlat + k0 * p.wlat_s, StridedRows{p.wlat_s},
+                                         min(kRowsStageK, R - k0));
       } else if (s < mix_end) {
         const int kb = (s - n1) * t.k_per_mix;
-        load_rows_vec<T, R>(dst, t.ld_w, p.mix + kb * p.mix_sk, StridedRows{p.mix_sj},
-                            min(t.k_per_mix, B - kb) * B);
+        load_rows_vec<T, R, kRowsStageK>(dst, t.ld_w, p.mix + kb * p.mix_sk, StridedRows{p.mix_sj},
+                                         min(t.k_per_mix, B - kb) * B);
       } else if (s < mix_end + t.n2) {
         const int q = s - mix_end;
         const int h0 = (q / steps_per_panel) * R;
         const int k0 = (q % steps_per_panel) * kHalf, kn = min(kHalf, R - k0);
-        load_rows_vec<T, R>(dst, t.ld_w, p.wg + k0 * p.wg_s + h0, StridedRows{p.wg_s}, kn);
-        load_rows_vec<T, R>(dst + kHalf * t.ld_w, t.ld_w, p.wu + k0 * p.wu_s + h0,
-                            StridedRows{p.wu_s}, kn);
+        load_rows_vec<T, R, kHalf>(dst, t.ld_w, p.wg + k0 * p.wg_s + h0, StridedRows{p.wg_s}, kn);
+        load_rows_vec<T, R, kHalf>(dst + kHalf * t.ld_w, t.ld_w, p.wu + k0 * p.wu_s + h0,
+                                   StridedRows{p.wu_s}, kn);
       } else {
         const int k0 = (s - mix_end - t.n2) * kRowsStageK;
-        load_rows_vec<T, R>(dst, t.ld_w, p.wd + k0 * p.wd_s, StridedRows{p.wd_s},
-                            min(kRowsStageK, H - k0));
+        load_rows_vec<T, R, kRowsStageK>(dst, t.ld_w, p.wd + k0 * p.wd_s, StridedRows{p.wd_s},
+                                         min(kRowsStageK, H - k0));
       }
       return;
     }
