@@ -5,7 +5,10 @@
 //
 // With a third argument "fixed", the kernel compiled for this head (the launcher's default
 // there); without, the generic one.  A fourth argument "table": with a random embedding-latent
-// table (fp32 [V, R]) read in place of phase 1, as the head calls it.
+// table (fp32 [V, R]) read in place of phase 1, as the head calls it.  The kernel compiled for
+// the head streams its weights by TMA (encode_latent_rows_maps); -DXPRESS_ROWS_DRIFT=0 builds it
+// with a CTA barrier every step.  -DROWS_SUB also prints, for the generic kernel, thread 0's
+// split of each step (work issued / copies issued / wait / barrier).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]]
@@ -20,6 +23,10 @@
 
 __device__ long long g_rows_probe[4096 * 64];
 #define XPRESS_ROWS_PROBE g_rows_probe
+#ifdef ROWS_SUB  // -DROWS_SUB: also split each step of the generic kernel (latent_rows.cuh, XPRESS_ROWS_SUB_PROBE)
+__device__ long long g_rows_sub[4096 * 128];
+#define XPRESS_ROWS_SUB_PROBE g_rows_sub
+#endif
 #include "kernels/latent_rows.cuh"
 #include "latent_harness.cuh"
 
@@ -57,6 +64,10 @@ int main(int argc, char** argv) {
   ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), k::rows_kchunk1(cs),
                                     k::rows_kchunk3(cs));
   const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
+  if (fixed && !k::encode_latent_rows_maps(ra)) {  // the head's kernel streams by TMA
+    std::printf("tensor maps refused\n");
+    return 1;
+  }
   auto pick = [&](auto tab) {
     constexpr bool kT = decltype(tab)::value;
     return fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512, kT> : k::latent_rows_kernel<T, 2, 16, 512, kT>)
@@ -90,6 +101,27 @@ int main(int argc, char** argv) {
     std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
   }
   std::printf(" | total %.0f\n", mean(0, 63));
+#ifdef ROWS_SUB
+  if (!fixed) {
+    // Thread 0's view of each step: work issued (from the barrier), copies issued, then the wait
+    // for the next step's chunk, then the next barrier.
+    std::vector<long long> sub(static_cast<size_t>(ctas) * 128);
+    CK(cudaMemcpyFromSymbol(sub.data(), g_rows_sub, sub.size() * sizeof(long long)));
+    std::printf("  step: work / copies / wait / barrier (thread 0, CTA means)\n");
+    for (int s = 0; s + 1 < steps && s + 1 < 32; ++s) {
+      double w = 0, c = 0, wt = 0, b = 0;
+      for (int i = 0; i < ctas; ++i) {
+        const long long* q = &sub[static_cast<size_t>(i) * 128];
+        const long long* m = &pr[static_cast<size_t>(i) * 64];
+        w += q[4 * s + 1] - m[1 + s];
+        c += q[4 * s + 2] - q[4 * s + 1];
+        wt += q[4 * (s + 1) + 3] - q[4 * s + 2];
+        b += m[2 + s] - q[4 * (s + 1) + 3];
+      }
+      std::printf("   %2d: %5.0f %5.0f %5.0f %5.0f\n", s, w / ctas, c / ctas, wt / ctas, b / ctas);
+    }
+  }
+#endif
   std::vector<uint16_t> host(static_cast<size_t>(N) * (B - 1) * R);
   CK(cudaMemcpy(host.data(), out, host.size() * 2, cudaMemcpyDeviceToHost));
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the output bits, to compare builds

@@ -84,7 +84,7 @@ def test_full_mixer_is_used(device):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "misaligned"])
 @pytest.mark.parametrize("R, H", [(64, 128), (256, 512)], ids=["R64", "R256"])
-@pytest.mark.parametrize("variant", [None, "rows16"], ids=["default", "rows16"])
+@pytest.mark.parametrize("variant", [None, "rows16", "rows32"], ids=["default", "rows16", "rows32"])
 def test_strided_views(device, dtype, aligned, R, H, variant, monkeypatch):
     """Every tensor a view with padded rows (16-byte aligned rows or not); the padding of the
     output buffer is never written.  Forced to the row-tile kernel (CUDA, 16-bit, R = 256), a

@@ -354,8 +354,16 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     k::LatentRowsArgs<T> ra{};
     ra.a = a;
     ra.t = plan.rows;
-    allow_max_smem(plan.rows_kernel[build], device);
-    launch_kernel(plan.rows_kernel[build], dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
+    auto kernel = plan.rows_kernel[build];
+    // The head's kernel streams its weights by TMA; weights it cannot map (not in whole 16-byte
+    // rows, a mixer not evenly strided) take the generic kernel, which gives the same bits.
+    if (plan.fixed && !k::encode_latent_rows_maps(ra)) {
+      bool generic_fixed = false;
+      kernel = build ? latent_rows_kernel_for<T, true>(plan.rows_mt, B, H, plan.rows, false, &generic_fixed)
+                     : latent_rows_kernel_for<T, false>(plan.rows_mt, B, H, plan.rows, false, &generic_fixed);
+    }
+    allow_max_smem(kernel, device);
+    launch_kernel(kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
                   plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
     return;
   }

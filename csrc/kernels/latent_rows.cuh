@@ -10,6 +10,13 @@
 // Each warp owns S = 2 8-column tiles in every 16-row tile of the CTA (both W_g and W_u tiles in
 // phase 2), so with 32 rows each B fragment it loads serves both row tiles, and keeps its
 // accumulators in registers across the steps; phase ends need no cross-warp reduction.
+// How the stages fill: in the kernel compiled for the head (the one the launcher runs there),
+// thread 0 issues each stage as 2-D TMA boxes into unpadded stages in the 128-byte swizzle,
+// completing on the stage's mbarrier, and the warps synchronise as a CTA only where a phase
+// begins (kDrift below); the generic kernel has every thread issue 16-byte cp.async copies into
+// padded stages and a CTA barrier every step.  H200 (latent_rows_phases.cu, session 41): at
+// N = 256, 32 rows, with the table, 37.99 -> 29.80 us; the cp.async kernel's warps had spent
+// ~600 of a phase-2 step's ~1,400 cycles issuing their 4 copies each.
 //
 // Every output is bitwise the one latent_pass_kernel (the cluster variant) writes: the same
 // per-element MMA k-step sequence, the same K-split boundaries (kchunk1 / kchunk3 of that
@@ -139,12 +146,78 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
   do {                      \
   } while (0)
 #endif
+// XPRESS_ROWS_SUB_PROBE (a device array of 128 entries a CTA; the generic kernel, whose threads
+// issue the copies): within step s, thread 0's
+// clock64() once its MMAs / mixer work are issued [4 s + 1], once the next copies are issued
+// [4 s + 2], and once the wait for step s's chunk returned (before the barrier) [4 s + 3].
+#ifdef XPRESS_ROWS_SUB_PROBE
+#define XPRESS_ROWS_SUB(s, m)                                                            \
+  do {                                                                                   \
+    if (threadIdx.x == 0 && (s) < 32) XPRESS_ROWS_SUB_PROBE[blockIdx.x * 128 + 4 * (s) + (m)] = clock64(); \
+  } while (0)
+#else
+#define XPRESS_ROWS_SUB(s, m) \
+  do {                        \
+  } while (0)
+#endif
+
+// The weight stream of the kernel compiled for the head (kTma below): one thread fills each
+// stage with 2-D TMA tile loads (boxes of 64 columns, in the 128-byte swizzle) that complete on
+// the stage's mbarrier, where the generic kernel has every thread issue 16-byte cp.async copies.
+// Each warp otherwise sat ~600 cycles a step in its copies' issue (H200, phase marks of
+// latent_rows_phases.cu: 4 copies a thread, a 32 KB stage a step, ~62 B/clk per SM for
+// cp.async); the stage bytes and what the MMAs read are the same, so the same bits.
+struct LatentRowsMaps {
+  CUtensorMap wlat, mix, wg, wu, wd;  // boxes of 64 columns x 64 rows (wg, wu: 32 rows)
+};
+constexpr int kRowsTmaStageBytes = kRowsStageK * kRowsR * 2;  // a stage, unpadded
+constexpr int kRowsTmaBox = 64;                               // columns of a box (128 bytes)
+
+// Byte offset of element (row, col) of a stage written in boxes of `box_rows` rows x 64 16-bit
+// columns in the 128-byte swizzle: the boxes (64-column slices) one after another, rows 128
+// bytes apart, 16-byte chunk c of row r at chunk c ^ (r % 8).
+__host__ __device__ constexpr uint32_t rows_swizzled(int box_rows, int row, int col) {
+  return static_cast<uint32_t>((col >> 6) * box_rows * 128 + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4) +
+                               (col & 7) * 2);
+}
 
 template <typename T>
 struct LatentRowsArgs {
   LatentArgs<T> a;  // tensors, sizes and copy flags (a.t unused)
   LatentRowsTiling t;
+  LatentRowsMaps maps;  // for the kernel compiled for the head (encode_latent_rows_maps)
 };
+
+// Host: the head kernel's tensor maps over a's weights.  False where a weight is not in whole
+// 16-byte rows (TMA needs 16-byte aligned bases and row strides), the mixer rows are not evenly
+// strided, or the driver refuses a map: the launcher then runs the generic kernel (same bits).
+template <typename T>
+inline bool encode_latent_rows_maps(LatentRowsArgs<T>& ra) {
+  const LatentArgs<T>& a = ra.a;
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    const TensorMapEncode encode = tensor_map_encoder();
+    if (encode == nullptr || !a.vec_weights || !a.vec_mix || a.mix_sk != a.B * a.mix_sj) return false;
+    const CUtensorMapDataType dt = std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    auto map = [&](CUtensorMap* m, const T* base, int64_t cols, int64_t rows, int64_t row_stride, int box_rows) {
+      const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+      const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * sizeof(T)};
+      const cuuint32_t box[2] = {kRowsTmaBox, static_cast<cuuint32_t>(box_rows)};
+      const cuuint32_t ones[2] = {1, 1};
+      return (reinterpret_cast<uintptr_t>(base) & 15) == 0 && (row_stride * sizeof(T)) % 16 == 0 &&
+             encode(m, dt, 2, const_cast<T*>(base), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    };
+    const int64_t R = a.R, H = a.H, B = a.B;
+    return map(&ra.maps.wlat, a.wlat, R, R, a.wlat_s, kRowsStageK) &&
+           map(&ra.maps.mix, a.mix, R, B * B, a.mix_sj, kRowsStageK) &&
+           map(&ra.maps.wg, a.wg, H, R, a.wg_s, kRowsStageK / 2) && map(&ra.maps.wu, a.wu, H, R, a.wu_s, kRowsStageK / 2) &&
+           map(&ra.maps.wd, a.wd, R, H, a.wd_s, kRowsStageK);
+  }
+}
 
 // Two adjacent elements src[0], src[1] as floats: one 4-byte load of a 16-bit pair or one
 // 8-byte load of an fp32 pair when `whole` (the pair aligned to its size), else two loads.
@@ -205,15 +278,38 @@ __device__ __forceinline__ void fold_split(RowsTiles<MT, S>& v, RowsTiles<MT, S>
   }
 }
 
-// One chunk of K rows [k0, k1) of a K-split GEMM: acc += A[:, k] @ chunk[k - k0, cols], closing
-// a split (fold_split) at every multiple of kchunk and at K.
+// rows_tile_mma with the B tiles in a swizzled TMA stage: bt[i] is the shared address of this
+// lane's 16-byte piece of tile i's row (lane % 16) (rows_swizzled; the chunk's swizzle is the
+// same for rows r and r + 16 k).  The same loads into the same fragments and the same MMA
+// sequence as warp_tile_mma / warp_tile_mma_rows2, so the same bits.
 template <typename T, int MT, int S>
-__device__ __forceinline__ void rows_chunk_mma(RowsTiles<MT, S>& v, RowsTiles<MT, S>& acc, const T* A,
-                                               int lda, const T* const (&b)[S], int ldb, int k0,
-                                               int k1, int K, int kchunk, int lane) {
+__device__ __forceinline__ void rows_tile_mma_swz(RowsTiles<MT, S>& acc, const T* A, int lda,
+                                                  const uint32_t (&bt)[S], int k_begin, int k_end, int lane) {
+  const T* a_row = A + (lane & 15) * lda + (lane >> 4) * 8;
+#pragma unroll 4
+  for (int k = k_begin; k < k_end; k += 16) {
+    uint32_t a[MT][4];
+#pragma unroll
+    for (int h = 0; h < MT; ++h) ldmatrix_x4(a[h], a_row + 16 * h * lda + k);
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      uint32_t b[2];
+      ldmatrix_x2_trans_at(b, bt[i] + k * 128);
+#pragma unroll
+      for (int h = 0; h < MT; ++h) mma_16816<T>(acc[h][i], a[h], b);
+    }
+  }
+}
+
+// One chunk of K rows [k0, k1) of a K-split GEMM: acc += A[:, k] @ chunk[k - k0, cols] (mma(kb,
+// ke) over the chunk's rows [kb, ke)), closing a split (fold_split) at every multiple of kchunk
+// and at K.
+template <int MT, int S, typename Mma>
+__device__ __forceinline__ void rows_chunk_mma(RowsTiles<MT, S>& v, RowsTiles<MT, S>& acc, int k0, int k1, int K,
+                                               int kchunk, Mma&& mma) {
   for (int a = k0; a < k1;) {
     const int e = min(k1, (a / kchunk + 1) * kchunk);
-    rows_tile_mma<T, MT, S>(acc, A + k0, lda, b, ldb, a - k0, e - k0, lane);
+    mma(a - k0, e - k0);
     if (e % kchunk == 0 || e == K) fold_split<MT, S>(v, acc);
     a = e;
   }
@@ -275,12 +371,61 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int mix_end = n1 + t.nmix;  // steps: W_lat, mixer, W_g|W_u panels, W_d
   const int n_steps = mix_end + (p.do_mlp ? t.n2 + t.n3 : 0);
   const int steps_per_panel = ceil_div(R, kHalf);
-  auto stage = [&](int s) { return s_stage + (s % kStages) * t.stage_elems; };
+  // The kernel compiled for the head streams by TMA into unpadded, swizzled stages (1024-byte
+  // aligned, inside the padded stages' region: kStages * 32 KB + alignment + the mbarriers
+  // fit in kStages * 33 KB); the launcher gives it only weights encode_latent_rows_maps takes.
+  constexpr bool kTma = kFixed;
+  unsigned char* tma_stages =
+      smem + t.off_stage + ((1024 - (smem_u32(smem + t.off_stage) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(tma_stages + kStages * kRowsTmaStageBytes);
+  auto stage = [&](int s) {
+    return kTma ? reinterpret_cast<T*>(tma_stages + (s % kStages) * kRowsTmaStageBytes)
+                : s_stage + (s % kStages) * t.stage_elems;
+  };
+  // Element (row, col) of step s's stage, whose rows came in boxes of box_rows rows.
+  auto stage_at = [&](int s, int box_rows, int row, int col) -> const T* {
+    if constexpr (kTma) {
+      return reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(stage(s)) +
+                                        rows_swizzled(box_rows, row, col));
+    } else {
+      return stage(s) + row * t.ld_w + col;
+    }
+  };
   // Copies step s's chunk into its stage (this thread's share).
   // The common case: every weight 16-byte aligned, the mixer rows evenly strided.
   const bool fast = p.vec_weights && p.vec_mix && p.mix_sk == B * p.mix_sj;
   auto issue = [&](int s) {
     T* dst = stage(s);
+    if constexpr (kTma) {  // thread 0 only: the whole stage, 64-column boxes
+      const LatentRowsMaps& m = args.maps;
+      uint64_t* bar = &full[s % kStages];
+      unsigned char* d = reinterpret_cast<unsigned char*>(dst);
+      mbar_arrive_expect_tx(bar, kRowsTmaStageBytes);
+      constexpr int kBoxes = R / kRowsTmaBox;
+      if (s < n1) {
+#pragma unroll
+        for (int c = 0; c < kBoxes; ++c)
+          tma_load_2d(d + c * kRowsStageK * 128, &m.wlat, c * kRowsTmaBox, s * kRowsStageK, bar);
+      } else if (s < mix_end) {
+        const int row0 = (s - n1) * t.k_per_mix * B;
+#pragma unroll
+        for (int c = 0; c < kBoxes; ++c) tma_load_2d(d + c * kRowsStageK * 128, &m.mix, c * kRowsTmaBox, row0, bar);
+      } else if (s < mix_end + t.n2) {
+        const int q = s - mix_end;
+        const int h0 = (q / steps_per_panel) * R;
+        const int k0 = (q % steps_per_panel) * kHalf;
+#pragma unroll
+        for (int c = 0; c < kBoxes; ++c) {
+          tma_load_2d(d + c * kHalf * 128, &m.wg, h0 + c * kRowsTmaBox, k0, bar);
+          tma_load_2d(d + kRowsTmaStageBytes / 2 + c * kHalf * 128, &m.wu, h0 + c * kRowsTmaBox, k0, bar);
+        }
+      } else {
+        const int k0 = (s - mix_end - t.n2) * kRowsStageK;
+#pragma unroll
+        for (int c = 0; c < kBoxes; ++c) tma_load_2d(d + c * kRowsStageK * 128, &m.wd, c * kRowsTmaBox, k0, bar);
+      }
+      return;
+    }
     if (fast) {
       if (s < n1) {
         const int k0 = s * kRowsStageK;
@@ -326,32 +471,80 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
                 p.vec_weights);
     }
   };
-  // One commit group per step index (empty past the end), so that step s's group is complete
-  // once at most kStages - 2 younger ones are pending.  After begin_step's barrier every warp
-  // is done with step s - 1, whose stage step s + kStages - 1 takes; end_step issues those
-  // copies once the warp's work on step s is issued (measured: no slower than issuing them
-  // right after the barrier).
+  // The generic kernel (cp.async): one commit group per step index (empty past the end), so
+  // that step s's group is complete once at most kStages - 2 younger ones are pending.  After
+  // begin_step's barrier every warp is done with step s - 1, whose stage step s + kStages - 1
+  // takes; end_step issues those copies once the warp's work on step s is issued (measured: no
+  // slower than issuing them right after the barrier).
+  // The head's kernel (TMA): every thread waits for the stage's mbarrier phase (its
+  // s / kStages-th fill).  With kDrift there is a CTA barrier only where a phase begins (its
+  // operands were written by other warps: x, u and dtype(u), m); otherwise each warp goes on as
+  // soon as its stage has landed, and releases the stage on an "empty" mbarrier (one arrival a
+  // warp) once its work on it is issued; thread 0 refills the stage of step s - 1 once all 16
+  // warps have released it.  XPRESS_ROWS_DRIFT=0 (harness builds): a barrier every step and
+  // thread 0 refilling after it, as the cp.async kernel (RESULTS.md: level overall, 1 us slower
+  // at N = 256, up to 1.9 faster at N = 100-137).
+#ifndef XPRESS_ROWS_DRIFT
+#define XPRESS_ROWS_DRIFT 1
+#endif
+  constexpr bool kDrift = kTma && XPRESS_ROWS_DRIFT;
+  uint64_t* empty = full + kStages;
   auto begin_step = [&](int s) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    XPRESS_ROWS_MARK(1 + s);
+    if constexpr (kTma) {
+      if (!use_table && s == 0) cp_async_wait<0>();  // the embeddings' copies (phase 1)
+      if (kDrift && (s == 0 || s == n1 || s == mix_end || s == mix_end + t.n2)) __syncthreads();
+      mbar_wait(&full[s % kStages], (s / kStages) & 1);
+      if (!kDrift) __syncthreads();
+      XPRESS_ROWS_MARK(1 + s);
+      if (tid == 0 && s + kStages - 1 < n_steps) {
+        if (kDrift && s >= 1) mbar_wait(&empty[(s - 1) % kStages], ((s - 1) / kStages) & 1);
+        issue(s + kStages - 1);
+      }
+    } else {
+      cp_async_wait<kStages - 2>();
+      XPRESS_ROWS_SUB(s, 3);
+      __syncthreads();
+      XPRESS_ROWS_MARK(1 + s);
+    }
   };
   auto end_step = [&](int s) {
-    if (s + kStages - 1 < n_steps) issue(s + kStages - 1);
-    cp_async_commit();
+    if constexpr (kDrift) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s % kStages]);
+    } else if constexpr (!kTma) {
+      XPRESS_ROWS_SUB(s, 1);
+      if (s + kStages - 1 < n_steps) issue(s + kStages - 1);
+      cp_async_commit();
+      XPRESS_ROWS_SUB(s, 2);
+    }
   };
 
   XPRESS_ROWS_MARK(0);
+  if constexpr (kTma) {
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) {
+        mbar_init(&full[i], 1);  // the issuing thread's arrival + bytes
+        mbar_init(&empty[i], kLatentWarps);
+      }
+      mbar_init_fence();
+    }
+    __syncthreads();
+  }
   if constexpr (!use_table) {
     load_rows(s_a, t.ld_a, p.w1, p.w1, EmbeddingRows<T>(&p, n0, B), rows, R, valid_rows, R, p.vec_w1);
+    if constexpr (kTma) cp_async_commit();
   }
   // The first kStages - 1 steps' copies.  With the table they are issued after x's loads
   // (below): issued first, 96 KB of copies a CTA, all CTAs reading the same weights at once,
   // went ahead of the tokens' loads and then x's, and the first step began ~10.7 K cycles in.
   auto issue_first = [&]() {
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < n_steps) issue(s);
-      cp_async_commit();
+      if constexpr (kTma) {
+        if (tid == 0 && s < n_steps) issue(s);
+      } else {
+        if (s < n_steps) issue(s);
+        cp_async_commit();
+      }
     }
     XPRESS_ROWS_MARK(60);
   };
@@ -369,11 +562,22 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     zero_tiles<MT, S>(acc);
     for (int s = s_begin; s < s_end; ++s) {
       begin_step(s);
-      const T* b[S];
-#pragma unroll
-      for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
       const int k0 = (s - s_begin) * kRowsStageK;
-      rows_chunk_mma<T, MT, S>(v, acc, a, ld, b, t.ld_w, k0, min(K, k0 + kRowsStageK), K, kchunk, lane);
+      if constexpr (kTma) {
+        uint32_t bt[S];
+#pragma unroll
+        for (int i = 0; i < S; ++i) bt[i] = smem_u32(stage_at(s, kRowsStageK, lane & 15, col0 + i * 8));
+        rows_chunk_mma<MT, S>(v, acc, k0, min(K, k0 + kRowsStageK), K, kchunk, [&](int kb, int ke) {
+          rows_tile_mma_swz<T, MT, S>(acc, a + k0, ld, bt, kb, ke, lane);
+        });
+      } else {
+        const T* b[S];
+#pragma unroll
+        for (int i = 0; i < S; ++i) b[i] = stage(s) + col0 + i * 8;
+        rows_chunk_mma<MT, S>(v, acc, k0, min(K, k0 + kRowsStageK), K, kchunk, [&](int kb, int ke) {
+          rows_tile_mma<T, MT, S>(acc, a + k0, ld, b, t.ld_w, kb, ke, lane);
+        });
+      }
       end_step(s);
     }
   };
@@ -448,7 +652,6 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     begin_step(s);
     const int kb = (s - n1) * t.k_per_mix;
     const int nk = min(B, kb + t.k_per_mix) - kb;
-    const T* mix_s = stage(s);
     const int items = t.blocks * nk * kMixCols;
     for (int it = tid; it < items; it += kLatentThreads) {
       const int c = (it % kMixCols) * kMixV;
@@ -459,17 +662,17 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       float u[kMixV] = {0.f, 0.f, 0.f, 0.f};
       if (r < valid_rows) {
         const float* xcol = s_x + (r - k) * t.ld_x + c;  // slot 0 of this row's block
-        const T* mrow = mix_s + kk * B * t.ld_w + c;
+
 #pragma unroll 4
         for (int j = 0; j < B; ++j) {
           const float4 xv = *reinterpret_cast<const float4*>(xcol + j * t.ld_x);
           T m[kMixV];
           if constexpr (sizeof(T) == 2) {  // the only instances the launcher runs
-            const uint2 mv = *reinterpret_cast<const uint2*>(mrow + j * t.ld_w);
+            const uint2 mv = *reinterpret_cast<const uint2*>(stage_at(s, kRowsStageK, kk * B + j, c));
             memcpy(m, &mv, sizeof(mv));
           } else {
 #pragma unroll
-            for (int e = 0; e < kMixV; ++e) m[e] = mrow[j * t.ld_w + e];
+            for (int e = 0; e < kMixV; ++e) m[e] = stage_at(s, kRowsStageK, kk * B + j, c)[e];
           }
           u[0] = fmaf(to_float(m[0]), xv.x, u[0]);
           u[1] = fmaf(to_float(m[1]), xv.y, u[1]);
@@ -505,13 +708,23 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     zero_tiles<MT, 2 * S>(gu);
     for (int k0 = 0; k0 < R; k0 += kHalf, ++s) {
       begin_step(s);
-      const T* b[2 * S];
+      if constexpr (kTma) {  // W_g's 32 rows in the stage's first half, W_u's in the second
+        uint32_t bt[2 * S];
 #pragma unroll
-      for (int i = 0; i < S; ++i) {
-        b[2 * i] = stage(s) + col0 + i * 8;
-        b[2 * i + 1] = stage(s) + kHalf * t.ld_w + col0 + i * 8;
+        for (int i = 0; i < S; ++i) {
+          bt[2 * i] = smem_u32(stage_at(s, kHalf, lane & 15, col0 + i * 8));
+          bt[2 * i + 1] = bt[2 * i] + kRowsTmaStageBytes / 2;
+        }
+        rows_tile_mma_swz<T, MT, 2 * S>(gu, s_a + k0, t.ld_a, bt, 0, min(kHalf, R - k0), lane);
+      } else {
+        const T* b[2 * S];
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+          b[2 * i] = stage(s) + col0 + i * 8;
+          b[2 * i + 1] = stage(s) + kHalf * t.ld_w + col0 + i * 8;
+        }
+        rows_tile_mma<T, MT, 2 * S>(gu, s_a + k0, t.ld_a, b, t.ld_w, 0, min(kHalf, R - k0), lane);
       }
-      rows_tile_mma<T, MT, 2 * S>(gu, s_a + k0, t.ld_a, b, t.ld_w, 0, min(kHalf, R - k0), lane);
       end_step(s);
     }
 #pragma unroll
