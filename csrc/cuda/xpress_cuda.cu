@@ -115,7 +115,8 @@ struct LatentPlan {
   int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
   k::LatentRowsTiling rows;
   int64_t row_tiles;       // CTAs of the row-tile variant
-  bool fixed;              // the variant's kernel compiled for this head runs
+  bool fixed;              // the variant's kernel compiled for this head runs (the row-tile one: where
+                           // encode_latent_rows_maps maps the weights, else the generic one)
   // The cluster variant's build, and the row-tile variant's (rows_mt > 0): [0] without the
   // embedding-latent table, [1] reading it.
   decltype(&k::latent_pass_kernel<T>) cluster_kernel[2];
