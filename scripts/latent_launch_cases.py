@@ -8,7 +8,8 @@ Cases: both variants' kernels compiled for the canonical head (cluster: bf16 N =
 N = 32, no MLP at N = 20; row tiles: 16 and 32 rows), the generic kernels at the same head
 (XPRESS_EXT_LATENT_FIXED=0), and shapes only the generic kernels take (B = 5 with H = 768,
 B = 20).  ``--table``: each case with the embedding-latent table instead (latent_embed_table,
-the kTable builds); ``--cases 0,3``: only those cases."""
+the kTable builds, weights prefetched as the head calls it); ``--prefetch``: without the table,
+weights prefetched (``prefetch_weights``); ``--cases 0,3``: only those cases."""
 import os
 import sys
 
@@ -33,6 +34,7 @@ CASES = [
 ]
 
 TABLE = "--table" in sys.argv
+PREFETCH = "--prefetch" in sys.argv
 PICK = None
 if "--cases" in sys.argv:
     PICK = {int(i) for i in sys.argv[sys.argv.index("--cases") + 1].split(",")}
@@ -51,8 +53,8 @@ for i, (shape, dtype, env, do_mlp) in enumerate(CASES):
         xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], out, inp["w1"], inp["wlat_t"], inp["mix_kjc"],
                                inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp, True, table)
     else:
-        out = run_latent(inp, do_mlp=do_mlp)
+        out = run_latent(inp, do_mlp=do_mlp, prefetch_weights=PREFETCH)
     torch.cuda.synchronize()
     assert not torch.isnan(out).any(), (shape, dtype, env, do_mlp)
     print("N, B, R, H, V =", shape, dtype, env or "default", "mlp" if do_mlp else "no mlp", "table" if TABLE else "",
-          "ok", flush=True)
+          "prefetch" if PREFETCH else "", "ok", flush=True)

@@ -201,18 +201,21 @@ def test_cpu_and_cuda_agree(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
     """The cluster size sets each row's summation order, so it must not change with N; the
-    row-tile variant (same bits) takes over exactly when the cluster variant would walk four or
-    more groups per cluster, for 16-bit types."""
+    row-tile variant (same bits) takes over exactly when the cluster variant would run three or
+    more rounds of whole groups, for 16-bit types (on an H200's 15 clusters: N = 75 two rounds
+    and a last round of 16-row groups, N = 76 three rounds of 32-row groups)."""
     monkeypatch.delenv("XPRESS_EXT_LATENT_VARIANT", raising=False)
-    plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in (1, 7, 32, 256, 1000)]
+    ns = (1, 7, 32, 60, 61, 75, 76, 90, 91, 256, 1000)
+    plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in ns]
     assert len({p[0] for p in plans}) == 1, plans
-    for n, p in zip((1, 7, 32, 256, 1000), plans):
-        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles, fixed, *_ = p
+    for n, p in zip(ns, plans):
+        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles, fixed, full, tail, sched = p
         assert groups * blocks >= n and max_clusters > 0
         check_schedule(n, 16, p)
         # at this head (16-bit) either variant runs its kernel compiled for the head
         assert fixed == (dtype != torch.float32 and cluster == 8), p
-        assert bool(tile_rows) == (dtype != torch.float32 and groups > 3 * max_clusters), p
+        whole_rounds = full // max_clusters if tail else -(-sched // max_clusters)
+        assert bool(tile_rows) == (dtype != torch.float32 and whole_rounds >= 3), p
         if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
             assert tile_rows in (16, 32) and tiles * (tile_rows // 16) >= n
 
@@ -314,7 +317,8 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
     compiled for the canonical head and as its generic kernel (XPRESS_EXT_LATENT_FIXED=0), write
     the same bits, so the planner may choose between them by N without a row's result depending
     on the batch.  Shapes: full tiles, a partial last tile, several blocks per tile (B = 5, 2),
-    three hidden panels (H = 768), and B = 20 (only the 32-row tile holds a block)."""
+    three hidden panels (H = 768), and B = 20 (only the 32-row tile holds a block); each also
+    with prefetch_weights."""
     N, B, R, H, V = shape
     inp = latent_inputs(*shape, dtype, "cuda", seed=11)
     outs = {}
@@ -340,6 +344,9 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
             else:
                 want = f"latent_pass_kernel<{t}, " + ("16, 256, 512, 8, false>" if head else "0, 0, 0, 0, false>")
             assert [n for n in names if "latent" in n] == [n for n in names if want in n] != [], (want, names)
+        # prefetch_weights: the row-tile kernel compiled for the head issues its first stages'
+        # weight loads before its wait for the kernels ahead; every build, the same bits
+        outs[name, fixed, "prefetch"] = run_latent(inp, do_mlp=do_mlp, prefetch_weights=True)
     assert_latent_close(outs["cluster", "1"], inp, do_mlp=do_mlp)
     for key, out in outs.items():
         assert torch.equal(out, outs["cluster", "1"]), key

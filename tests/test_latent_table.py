@@ -102,7 +102,8 @@ def test_table_is_read(device):
 def test_variants_with_table(monkeypatch, dtype, shape):
     """With the table, the cluster variant and the row-tile variants, each compiled for the head
     and generic, write the bits of the cluster variant without it, and each launch runs the
-    variant's build that reads the table (its kTable instance)."""
+    variant's build that reads the table (its kTable instance); the same with the weights
+    prefetched."""
     N, B, R, H, V = shape
     inp = with_table(latent_inputs(*shape, dtype, "cuda", seed=8))
     monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
@@ -117,6 +118,9 @@ def test_variants_with_table(monkeypatch, dtype, shape):
             plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
             kind = "latent_rows_kernel" if plan[7] else "latent_pass_kernel"
             assert latent != [] and all(kind in n and ", true>" in n for n in latent), (name, fixed, latent)
+        # as the head calls it: the weights prefetched (the row-tile kernel compiled for the
+        # head issues its first stages before its wait for the kernels ahead)
+        assert torch.equal(run_table(inp, inp["emb_lat"], prefetch_weights=True), expect), (name, fixed)
 
 
 @needs_cuda

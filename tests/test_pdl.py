@@ -137,11 +137,12 @@ def pass_case(N, seed, C=512):
 
 @needs_cuda
 @pytest.mark.parametrize("chain", ["full", "full_prefetch", "topc"])
-@pytest.mark.parametrize("N", [1, 4, 64])
+@pytest.mark.parametrize("N", [1, 4, 64, 100])
 def test_jacobi_passes_in_one_graph(N, chain):
-    """Six passes at the canonical head shape, captured once (the cluster and row-tile latent
-    kernels, the one-wave and split add+argmax kernels, the top-C pass's kernels); each replay
-    equals the passes run one op at a time with a synchronisation between ops."""
+    """Six passes at the canonical head shape, captured once (the cluster latent kernel, and at
+    N = 100 the row-tile one, its weights prefetched in the "full_prefetch" and "topc" chains;
+    the one-wave and split add+argmax kernels, the top-C pass's kernels); each replay equals
+    the passes run one op at a time with a synchronisation between ops."""
     inp = pass_case(N, seed=50)
     blk0 = inp["blk"].clone()
     graph, out = capture(lambda: jacobi_passes(inp, 6, chain=chain))
@@ -217,7 +218,8 @@ def test_every_kernel_waits_before_it_touches_memory():
     before its wait read only w2 and base, and readout_argmax_gemm_kernel with it, whose producer's TMA copies
     read only w2 and base (through their tensor maps) while the consumers wait before lat; and
     gather_gemv_kernel with prefetch, which loads only ids and the table rows they name before
-    its wait."""
+    its wait; and latent_rows_kernel, whose build compiled for the head issues its first weight
+    stages by TMA before its wait with prefetch_weights."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
         for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\([^{]*\)\s*\{\n((?:[^\n]*\n){5})",
@@ -225,6 +227,7 @@ def test_every_kernel_waits_before_it_touches_memory():
             kernels[m.group(1)] = [line.strip() for line in m.group(2).split("\n")[:5]]
     assert len(kernels) >= 10, sorted(kernels)
     assert kernels.pop("latent_pass_kernel")[0] == "if (!p.prefetch_weights) grid_dependency_sync();  // see below"
+    assert kernels.pop("latent_rows_kernel")[0].startswith("constexpr int kStages")  # its wait: below
     assert kernels.pop("readout_argmax_partial_kernel")[0] == "if (!p.prefetch) grid_dependency_sync();  // see below"
     # the gather GEMV kernels with prefetch: before their wait (in gemv_warp_dots) they read only
     # ids, the table rows they name and (the argmax kernel) base; x after it, out / blk after it
@@ -282,6 +285,19 @@ def test_every_kernel_waits_before_it_touches_memory():
         body = re.search(r"auto " + name + r" = \[&\]\(\) \{\n(.*?)\n  \};", latent, re.S).group(1)
         assert set(re.findall(r"\bp\.(\w+)", body)) <= {"wlat", "wlat_s", "mix", "mix_sk", "mix_sj", "wg", "wg_s", "wu",
                                                        "wu_s", "wd", "wd_s", "vec_weights", "vec_mix"}, body
+    # the row-tile latent kernel: before its wait only the mbarriers' set-up and, in the build
+    # compiled for the head with prefetch_weights, thread 0's TMA loads of the first stages (the
+    # weights, through their tensor maps); the copy lambdas read the weights only
+    rows = (CSRC / "kernels" / "latent_rows.cuh").read_text()
+    body = rows[rows.index("latent_rows_kernel(const __grid_constant__"):]
+    pre_wait = body[:body.index("\n  grid_dependency_sync();")]
+    assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"N", "B", "H", "do_mlp", "prefetch_weights", "vec_weights",
+                                                        "vec_mix", "mix_sk", "mix_sj", "wlat", "wlat_s", "mix", "wg",
+                                                        "wg_s", "wu", "wu_s", "wd", "wd_s"}, pre_wait
+    assert set(re.findall(r"\bargs\.(\w+)", pre_wait)) <= {"a", "t", "maps"}, pre_wait
+    assert "const bool early = kTma && p.prefetch_weights;" in pre_wait
+    early = re.search(r"\n      if \(early\) \{\n(.*?)\n      \}\n", pre_wait, re.S).group(1)
+    assert early.strip() == "for (int s = 0; s < kStages - 1 && s < n_steps; ++s) issue(s);", early
     for path in sorted((CSRC / "cuda").glob("*.cu")):
         text = path.read_text()
         assert "<<<" not in text, f"{path.name} launches with <<<>>>, without launch_kernel()"

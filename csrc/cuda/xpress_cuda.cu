@@ -250,17 +250,20 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   plan.grid_clusters = static_cast<int>(std::min<int64_t>(plan.sched_groups, plan.max_clusters));
 
   // The row-tile variant (16-bit types, R = kRowsR, H a multiple of R, B <= 32) once the
-  // cluster variant would walk four or more groups per cluster: each round of 32-row groups
-  // costs it ~10 us, while the row-tile variant's time (~34-36 us with 16 rows per CTA) stays
-  // flat until its CTAs outnumber the SMs.  H200, graph replay, canonical head, bf16, µs at
-  // N = 61 / 64 / 76 / 90 / 128 (three, three, three, three and five rounds), cluster 27.2 /
-  // 30.6 / 31.5 / 33.3 / 50.7, rows16 34.2 / 34.2 / 35.3 / 35.6 / 35.8 (session 17; the rule
-  // was two rounds while the cluster kernel was generic, 42.6 against 42.2 at N = 64).  16
-  // rows per CTA while those tiles fit on the SMs, else 32 (rows32 ~56 us up to N = 256).
-  // Either variant gives the same bits.
+  // cluster variant would run three or more rounds of whole groups: each round of 32-row groups
+  // costs it ~8 us, while the row-tile variant's time stays flat until its CTAs outnumber the
+  // SMs.  Two whole rounds and a last round of smaller groups (N = 61-75 at the canonical head
+  // on this H200's 15 co-resident clusters) are within 0.7 us of the row tiles.  H200, graph
+  // replay, canonical head, bf16, with the table and prefetched weights (session 42, RESULTS.md),
+  // µs at N = 61 / 64 / 70 / 76 / 80 / 90 / 96: cluster 21.6 / 22.0 / 22.9 / 24.5 / 24.9 / 25.8 /
+  // 29.6, rows16 22.1 / 22.2 / 22.2 / 22.2 / 22.2 / 22.2 / 22.3 (probe_latent_variant.py).
+  // Session 17 set four rounds (N >= 91) before either kernel took its current form.  16 rows
+  // per CTA while those tiles fit on the SMs, else 32.  Either variant gives the same bits.
   const bool rows_ok = elem == 2 && R == k::kRowsR && H % R == 0 && B <= 32;
+  const int64_t whole_rounds = plan.tail_blocks > 0 ? plan.full_groups / plan.max_clusters
+                                                    : (plan.sched_groups + plan.max_clusters - 1) / plan.max_clusters;
   int mt = 0;
-  if (rows_ok && plan.groups > 3 * static_cast<int64_t>(plan.max_clusters)) {
+  if (rows_ok && whole_rounds >= 3) {
     const int64_t tiles16 = B <= 16 ? (N + 16 / B - 1) / (16 / B) : std::numeric_limits<int64_t>::max();
     mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
   }
