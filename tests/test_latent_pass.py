@@ -218,6 +218,8 @@ def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
         assert bool(tile_rows) == (dtype != torch.float32 and whole_rounds >= 3), p
         if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
             assert tile_rows in (16, 32) and tiles * (tile_rows // 16) >= n
+        if dtype != torch.float32 and max_clusters == 15 and n in (75, 76):  # an H200's boundary
+            assert bool(tile_rows) == (n == 76), p
 
 
 def check_schedule(n, B, plan):

@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // the first kStages - 1 stages' TMA loads first, so they land while the kernels before this
   // one finish (programmatic dependent launch lets this grid start during their tail).  H200
   // (session 42, graph replay of 20 launches as the head calls it): 28.40-28.52 against
-  // 28.84-29.19 us at N = 256, level at N = 128 and in the draft steps.
+  // 28.86-29.19 us at N = 256, level at N = 128 and in the draft steps.
   const bool early = kTma && p.prefetch_weights;
   if constexpr (kTma) {
     if (tid == 0) {
