@@ -7,13 +7,15 @@
 //   wg_reg : wgmma m64nNk16, A from registers (the same fragments), B K-major in shared memory
 //            (128-byte swizzle), acc starts at C0 (scale-d = 1 on every step);
 //   wg_swap: wgmma m64nMk16 with the operands swapped (A := B^T, B := A, both K-major in shared
-//            memory): D^T, as a kernel with the weights as the M side would compute it.
+//            memory): D^T, as a kernel with the weights as the M side would compute it;
+//   wg_tn  : the row-tile latent kernel's form (common.cuh's wgmma_tn and descriptor): A M-major
+//            as the weights' TMA boxes store them, B the activations' rows (32 and 16).
 // and counts the fp32 words that differ from mma's.  Inputs per tile: A [M = 64][K], Bt [N][K]
 // (B's columns, K contiguous), C0 [M][N]; the tiles differ in distribution (uniform, wide
 // exponent range, cancelling pairs, C0 zero or wide).  bf16 and fp16.  N (the MMA's N in mma /
 // wg_reg) 64 and 32; wg_swap then has N rows of A and M = 64 as its N.
 //
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a benchmarks/wgmma_bits_probe.cu \
+//   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90a,code=sm_90a benchmarks/wgmma_bits_probe.cu \
 //        -o /tmp/wgmma_bits && /tmp/wgmma_bits
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,14 +30,11 @@
 #include <type_traits>
 #include <vector>
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+#include "harness.cuh"         // CK
+#include "kernels/common.cuh"  // wgmma_desc_sw128, wgmma_tn: the library's own helpers
+
+namespace xk = xpress::kernels;
+
 
 constexpr int M = 64, K = 256, KS = K / 16;
 
@@ -46,10 +45,6 @@ __device__ __forceinline__ uint32_t su32(const void* p) { return static_cast<uin
 // boxes one after another, rows 128 bytes apart, 16-byte chunk c of row r at c ^ (r % 8).
 __device__ __forceinline__ uint32_t swz(int rows, int row, int k) {
   return (k >> 6) * rows * 128 + row * 128 + ((((k >> 3) & 7) ^ (row & 7)) << 4) + (k & 7) * 2;
-}
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (static_cast<uint64_t>(1024 >> 4) << 32) |
-         (1ull << 62);
 }
 
 template <bool kBf16>
@@ -82,12 +77,31 @@ __device__ __forceinline__ int d_index(int w, int lane, int j, int i) {
   return (16 * w + g + 8 * (i >> 1)) * N + 8 * j + 2 * t + (i & 1);
 }
 
+// This CTA's tile of the inputs and of the output.
+template <int N>
+struct Tile {
+  const uint16_t* A;
+  const uint16_t* Bt;
+  const float* C;
+  float* D;
+};
+template <int N>
+__device__ __forceinline__ Tile<N> tile_of(const uint16_t* A_all, const uint16_t* Bt_all, const float* C_all, float* D_all) {
+  const size_t b = blockIdx.x;
+  return {A_all + b * M * K, Bt_all + b * N * K, C_all + b * M * N, D_all + b * M * N};
+}
+
+// For the swapped products (D^T in the accumulators): the index of D[m][n] that thread (warp w,
+// lane 4 g + t) holds in d[4 j + i], D^T's row n = 16 w + g + 8 (i / 2), column m = 8 j + 2 t + i % 2.
+template <int N>
+__device__ __forceinline__ int dt_index(int w, int lane, int j, int i) {
+  const int g = lane >> 2, t = lane & 3;
+  return (8 * j + 2 * t + (i & 1)) * N + 16 * w + g + 8 * (i >> 1);
+}
+
 template <bool kBf16, int N>
 __global__ void __launch_bounds__(128) k_mma(const uint16_t* A_all, const uint16_t* Bt_all, const float* C_all, float* D_all) {
-  const uint16_t* A = A_all + static_cast<size_t>(blockIdx.x) * M * K;
-  const uint16_t* Bt = Bt_all + static_cast<size_t>(blockIdx.x) * N * K;
-  const float* C = C_all + static_cast<size_t>(blockIdx.x) * M * N;
-  float* D = D_all + static_cast<size_t>(blockIdx.x) * M * N;
+  const auto [A, Bt, C, D] = tile_of<N>(A_all, Bt_all, C_all, D_all);
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float acc[N / 8][4];
   for (int j = 0; j < N / 8; ++j)
@@ -105,56 +119,40 @@ __global__ void __launch_bounds__(128) k_mma(const uint16_t* A_all, const uint16
     for (int i = 0; i < 4; ++i) D[d_index<N>(w, lane, j, i)] = acc[j][i];
 }
 
-template <int NW>
-__device__ __forceinline__ void fence_acc(float (&d)[NW]) {
-#pragma unroll
-  for (int i = 0; i < NW; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 
-// wgmma m64nNk16, A from registers.  Written out for N = 64 and 32 (32 / 16 accumulators).
+// The wgmma forms the probe compares (the kernel's own, M-major A from shared memory, is
+// common.cuh's wgmma_tn).  OUTS / INS name the operand lists below.
+#define PROBE_WGMMA(SHAPE, TY, REGS, REST, OUTS, INS)                                         \
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\twgmma.mma_async.sync.aligned." \
+               SHAPE ".f32." TY "." TY " " REGS ", " REST ";\n}\n"                            \
+               : OUTS                                                                         \
+               : INS)
+#define PROBE_D16 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define PROBE_D32 PROBE_D16, "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), \
+    "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define PROBE_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define PROBE_R32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define PROBE_IN_RS "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
+#define PROBE_IN_SS "l"(da), "l"(db)
+
+// wgmma m64nNk16, A from registers (N = 64 or 32), B K-major in shared memory.
 template <bool kBf16, int N>
 __device__ __forceinline__ void wg_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc) {
   if constexpr (N == 64) {
-#define WG64(TY)                                                                                                   \
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\twgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                         \
-               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
-               "%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                                        \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),   \
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),          \
-                 "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),        \
-                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),        \
-                 "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                              \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
-    if constexpr (kBf16) WG64("bf16"); else WG64("f16");
-#undef WG64
+    if constexpr (kBf16) PROBE_WGMMA("m64n64k16", "bf16", PROBE_R32, "{%32,%33,%34,%35}, %36, p, 1, 1, 0", PROBE_D32, PROBE_IN_RS);
+    else PROBE_WGMMA("m64n64k16", "f16", PROBE_R32, "{%32,%33,%34,%35}, %36, p, 1, 1, 0", PROBE_D32, PROBE_IN_RS);
   } else {
-#define WG32(TY)                                                                                                   \
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\twgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " "                                         \
-               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"    \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),   \
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),          \
-                 "+f"(d[15])                                                                                        \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
-    if constexpr (kBf16) WG32("bf16"); else WG32("f16");
-#undef WG32
+    if constexpr (kBf16) PROBE_WGMMA("m64n32k16", "bf16", PROBE_R16, "{%16,%17,%18,%19}, %20, p, 1, 1, 0", PROBE_D16, PROBE_IN_RS);
+    else PROBE_WGMMA("m64n32k16", "f16", PROBE_R16, "{%16,%17,%18,%19}, %20, p, 1, 1, 0", PROBE_D16, PROBE_IN_RS);
   }
 }
 
 // wgmma m64n64k16, both operands K-major in shared memory (descriptors).
 template <bool kBf16>
 __device__ __forceinline__ void wg_ss64(float (&d)[32], uint64_t da, uint64_t db) {
-#define WGSS(TY)                                                                                                   \
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\twgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                         \
-               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
-               "%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                                  \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),   \
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),          \
-                 "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),        \
-                 "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),        \
-                 "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                              \
-               : "l"(da), "l"(db))
-  if constexpr (kBf16) WGSS("bf16"); else WGSS("f16");
-#undef WGSS
+  if constexpr (kBf16) PROBE_WGMMA("m64n64k16", "bf16", PROBE_R32, "%32, %33, p, 1, 1, 0, 0", PROBE_D32, PROBE_IN_SS);
+  else PROBE_WGMMA("m64n64k16", "f16", PROBE_R32, "%32, %33, p, 1, 1, 0, 0", PROBE_D32, PROBE_IN_SS);
 }
 
 // Writes `rows` rows of a [rows][K] global operand into shared memory, K-major, 128-byte swizzle.
@@ -169,11 +167,9 @@ __device__ __forceinline__ void to_smem(unsigned char* s, const uint16_t* g, int
 
 template <bool kBf16, int N>
 __global__ void __launch_bounds__(128) k_wg_reg(const uint16_t* A_all, const uint16_t* Bt_all, const float* C_all, float* D_all) {
+#ifdef XPRESS_WGMMA  // (sm_90a device code; empty in the host pass)
   extern __shared__ __align__(1024) unsigned char smem[];
-  const uint16_t* A = A_all + static_cast<size_t>(blockIdx.x) * M * K;
-  const uint16_t* Bt = Bt_all + static_cast<size_t>(blockIdx.x) * N * K;
-  const float* C = C_all + static_cast<size_t>(blockIdx.x) * M * N;
-  float* D = D_all + static_cast<size_t>(blockIdx.x) * M * N;
+  const auto [A, Bt, C, D] = tile_of<N>(A_all, Bt_all, C_all, D_all);
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   to_smem(smem, Bt, N);
   float acc[N / 2];
@@ -182,29 +178,28 @@ __global__ void __launch_bounds__(128) k_wg_reg(const uint16_t* A_all, const uin
   uint32_t a[KS][4];
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) a_frag(a[ks], A, w, lane, ks);
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  fence_acc(acc);
-  const uint64_t desc = desc_sw128(su32(smem));
+  xk::wgmma_fence();
+  xk::wgmma_fence_operands(acc);
+  const uint64_t desc = xk::wgmma_desc_sw128(su32(smem));
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) wg_rs<kBf16, N>(acc, a[ks], desc + (((ks >> 2) * N * 128 + (ks & 3) * 32) >> 4));
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  fence_acc(acc);
+  xk::wgmma_commit();
+  xk::wgmma_wait<0>();
+  xk::wgmma_fence_operands(acc);
   for (int j = 0; j < N / 8; ++j)
     for (int i = 0; i < 4; ++i) D[d_index<N>(w, lane, j, i)] = acc[4 * j + i];
+#endif
 }
 
 // The operands swapped: D^T [N][M] = Bt (wgmma's A, N rows) . A^T (wgmma's B, M columns), both
 // from shared memory; wgmma's M is 64, so this runs for N = 64.  Writes D[m][n].
 template <bool kBf16>
 __global__ void __launch_bounds__(128) k_wg_swap(const uint16_t* A_all, const uint16_t* Bt_all, const float* C_all, float* D_all) {
+#ifdef XPRESS_WGMMA  // (sm_90a device code; empty in the host pass)
   extern __shared__ __align__(1024) unsigned char smem[];
   constexpr int N = 64;
-  const uint16_t* A = A_all + static_cast<size_t>(blockIdx.x) * M * K;
-  const uint16_t* Bt = Bt_all + static_cast<size_t>(blockIdx.x) * N * K;
-  const float* C = C_all + static_cast<size_t>(blockIdx.x) * M * N;
-  float* D = D_all + static_cast<size_t>(blockIdx.x) * M * N;
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const auto [A, Bt, C, D] = tile_of<N>(A_all, Bt_all, C_all, D_all);
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   unsigned char* sa = smem;              // Bt as the MMA's A: 64 rows (n) x K
   unsigned char* sb = smem + N * K * 2;  // A as the MMA's B: 64 columns (m) x K
   to_smem(sa, Bt, N);
@@ -212,60 +207,23 @@ __global__ void __launch_bounds__(128) k_wg_swap(const uint16_t* A_all, const ui
   // Thread (w, g, t) holds D^T rows n = 16 w + g (+ 8), columns m = 8 j + 2 t + e.
   float acc[32];
   for (int j = 0; j < 8; ++j)
-    for (int i = 0; i < 4; ++i) {
-      const int n = 16 * w + g + 8 * (i >> 1), m = 8 * j + 2 * t + (i & 1);
-      acc[4 * j + i] = C[m * N + n];
-    }
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  fence_acc(acc);
-  const uint64_t da = desc_sw128(su32(sa)), db = desc_sw128(su32(sb));
+    for (int i = 0; i < 4; ++i) acc[4 * j + i] = C[dt_index<N>(w, lane, j, i)];
+  xk::wgmma_fence();
+  xk::wgmma_fence_operands(acc);
+  const uint64_t da = xk::wgmma_desc_sw128(su32(sa)), db = xk::wgmma_desc_sw128(su32(sb));
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) {
     const uint64_t off = ((ks >> 2) * 64 * 128 + (ks & 3) * 32) >> 4;
     wg_ss64<kBf16>(acc, da + off, db + off);
   }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  fence_acc(acc);
+  xk::wgmma_commit();
+  xk::wgmma_wait<0>();
+  xk::wgmma_fence_operands(acc);
   for (int j = 0; j < 8; ++j)
-    for (int i = 0; i < 4; ++i) {
-      const int n = 16 * w + g + 8 * (i >> 1), m = 8 * j + 2 * t + (i & 1);
-      D[m * N + n] = acc[4 * j + i];
-    }
+    for (int i = 0; i < 4; ++i) D[dt_index<N>(w, lane, j, i)] = acc[4 * j + i];
+#endif
 }
 
-
-// wgmma m64nNRk16 with A from shared memory M-major (imm-trans-a = 1: the weights as a TMA box
-// stores them, k rows of 64 h, 128-byte swizzle) and B K-major (the activations' rows), N = NR.
-template <bool kBf16, int NR>
-__device__ __forceinline__ void wg_tn(float (&d)[NR / 2], uint64_t da, uint64_t db) {
-  if constexpr (NR == 32) {
-#define WGTN32(TY)                                                                                                 \
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\twgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " \
-               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 1, 0;\n}\n"             \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),   \
-                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),          \
-                 "+f"(d[15])                                                                                        \
-               : "l"(da), "l"(db))
-    if constexpr (kBf16) WGTN32("bf16"); else WGTN32("f16");
-#undef WGTN32
-  } else {
-#define WGTN16(TY)                                                                                                 \
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\twgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " " \
-               "{%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, 1, 0;\n}\n"                                             \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])    \
-               : "l"(da), "l"(db))
-    if constexpr (kBf16) WGTN16("bf16"); else WGTN16("f16");
-#undef WGTN16
-  }
-}
-
-// M-major (transposed) A in the 128-byte swizzle: 64 M-elements a 128-byte row, k rows 128 bytes
-// apart, 8-row groups 1024 bytes apart (SBO); one 64-wide M block, so LBO is not used.
-__device__ __forceinline__ uint64_t desc_mn_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (1ull << 16) | (static_cast<uint64_t>(1024 >> 4) << 32) |
-         (1ull << 62);
-}
 
 // The swapped product as a row-tile latent kernel would run it: W[k][h] := Bt[h][k] (64 h) in
 // shared memory as k rows of 64 h (a TMA box), the tile's first NR rows of A as wgmma's B;
@@ -273,13 +231,11 @@ __device__ __forceinline__ uint64_t desc_mn_sw128(uint32_t addr) {
 // N = 64 D[m][h] for m < NR.
 template <bool kBf16, int NR>
 __global__ void __launch_bounds__(128) k_wg_tn(const uint16_t* A_all, const uint16_t* Bt_all, const float* C_all, float* D_all) {
+#ifdef XPRESS_WGMMA  // (sm_90a device code; empty in the host pass)
   extern __shared__ __align__(1024) unsigned char smem[];
   constexpr int N = 64;
-  const uint16_t* A = A_all + static_cast<size_t>(blockIdx.x) * M * K;
-  const uint16_t* Bt = Bt_all + static_cast<size_t>(blockIdx.x) * N * K;
-  const float* C = C_all + static_cast<size_t>(blockIdx.x) * M * N;
-  float* D = D_all + static_cast<size_t>(blockIdx.x) * M * N;
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const auto [A, Bt, C, D] = tile_of<N>(A_all, Bt_all, C_all, D_all);
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   unsigned char* sw = smem;              // W: K rows x 64 h, 128 bytes a row
   unsigned char* sx = smem + K * 128;    // A's first NR rows, K-major
   for (int e = threadIdx.x; e < N * K; e += blockDim.x) {
@@ -294,24 +250,19 @@ __global__ void __launch_bounds__(128) k_wg_tn(const uint16_t* A_all, const uint
   __syncthreads();
   float acc[NR / 2];
   for (int j = 0; j < NR / 8; ++j)
-    for (int i = 0; i < 4; ++i) {
-      const int h = 16 * w + g + 8 * (i >> 1), m = 8 * j + 2 * t + (i & 1);
-      acc[4 * j + i] = C[m * N + h];
-    }
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  fence_acc(acc);
-  const uint64_t da = desc_mn_sw128(su32(sw)), db = desc_sw128(su32(sx));
+    for (int i = 0; i < 4; ++i) acc[4 * j + i] = C[dt_index<N>(w, lane, j, i)];
+  xk::wgmma_fence();
+  xk::wgmma_fence_operands(acc);
+  const uint64_t da = xk::wgmma_desc_sw128(su32(sw)), db = xk::wgmma_desc_sw128(su32(sx));
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks)
-    wg_tn<kBf16, NR>(acc, da + ((ks * 16 * 128) >> 4), db + (((ks >> 2) * NR * 128 + (ks & 3) * 32) >> 4));
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  fence_acc(acc);
+    xk::wgmma_tn<std::conditional_t<kBf16, __nv_bfloat16, __half>, NR>(acc, da + ((ks * 16 * 128) >> 4), db + (((ks >> 2) * NR * 128 + (ks & 3) * 32) >> 4));
+  xk::wgmma_commit();
+  xk::wgmma_wait<0>();
+  xk::wgmma_fence_operands(acc);
   for (int j = 0; j < NR / 8; ++j)
-    for (int i = 0; i < 4; ++i) {
-      const int h = 16 * w + g + 8 * (i >> 1), m = 8 * j + 2 * t + (i & 1);
-      D[m * N + h] = acc[4 * j + i];
-    }
+    for (int i = 0; i < 4; ++i) D[dt_index<N>(w, lane, j, i)] = acc[4 * j + i];
+#endif
 }
 
 static uint16_t to_bits(float f, bool bf16) {

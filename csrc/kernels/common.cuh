@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "argmax_key.h"
 
@@ -369,6 +370,80 @@ __device__ __forceinline__ void grid_dependency_sync_trigger_first() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
+
+// Hopper's warpgroup MMA (wgmma) on sm_90a builds.  It writes the same fp32 bits as a chain of
+// m16n8k16 mma.sync over the same k order (benchmarks/wgmma_bits_probe.cu, H200: A from registers
+// or shared memory, operands swapped, A M-major; bf16 and fp16), so kernels may use either.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XPRESS_WGMMA 1
+#endif
+
+#ifdef XPRESS_WGMMA
+// wgmma's shared-memory operand descriptor for the 128-byte swizzle: 8-row groups 1024 bytes
+// apart (the stride byte offset).  A K-major operand (rows of 64 K elements, 128 bytes) and an
+// M-major A of 64 M elements a 128-byte row (imm-trans-a = 1; one 64-wide block, so the leading
+// byte offset is unused in both).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+}
+
+// Keeps the compiler from moving accesses of the accumulators across the asynchronous MMAs.
+template <int NW>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[NW]) {
+#pragma unroll
+  for (int i = 0; i < NW; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy reads of them
+// (wgmma operands), once a barrier follows.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N of this warpgroup's committed MMA groups are pending.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// d += A . B with A (64 x 16) M-major and B (16 x NR) K-major, both in shared memory in the
+// 128-byte swizzle (descriptors da, db), NR = 16 or 32, fp32 accumulation.  Thread (warp w of the
+// warpgroup, lane 4 g + t) holds D[16 w + g + 8 (i / 2)][8 j + 2 t + i % 2] in d[4 j + i].
+template <typename T, int NR>
+__device__ __forceinline__ void wgmma_tn(float (&d)[NR / 2], uint64_t da, uint64_t db) {
+  static_assert(NR == 16 || NR == 32, "m64n16k16 or m64n32k16");
+#define XPRESS_WGMMA_TN(SHAPE, TY, REGS, OPS, ...)                                      \
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\t"                         \
+               "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " " REGS ", " OPS \
+               ", p, 1, 1, 1, 0;\n}\n"                                                   \
+               : __VA_ARGS__                                                             \
+               : "l"(da), "l"(db))
+#define XPRESS_WGMMA_D8 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define XPRESS_WGMMA_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define XPRESS_WGMMA_D16 \
+  XPRESS_WGMMA_D8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (NR == 32) {
+    if constexpr (kBf16) {
+      XPRESS_WGMMA_TN("m64n32k16", "bf16", XPRESS_WGMMA_R16, "%16, %17", XPRESS_WGMMA_D16);
+    } else {
+      XPRESS_WGMMA_TN("m64n32k16", "f16", XPRESS_WGMMA_R16, "%16, %17", XPRESS_WGMMA_D16);
+    }
+  } else {
+    if constexpr (kBf16) {
+      XPRESS_WGMMA_TN("m64n16k16", "bf16", "{%0,%1,%2,%3,%4,%5,%6,%7}", "%8, %9", XPRESS_WGMMA_D8);
+    } else {
+      XPRESS_WGMMA_TN("m64n16k16", "f16", "{%0,%1,%2,%3,%4,%5,%6,%7}", "%8, %9", XPRESS_WGMMA_D8);
+    }
+  }
+#undef XPRESS_WGMMA_D16
+#undef XPRESS_WGMMA_R16
+#undef XPRESS_WGMMA_D8
+#undef XPRESS_WGMMA_TN
+}
+#endif  // XPRESS_WGMMA
 
 // A 16-bit type's pair (v0, v1), each rounded to T, as one 32-bit word (v0 in the low half).
 template <typename T>

@@ -18,6 +18,13 @@
 // N = 256, 32 rows, with the table, 37.99 -> 29.80 us; the cp.async kernel's warps had spent
 // ~600 of a phase-2 step's ~1,400 cycles issuing their 4 copies each.
 //
+// On sm_90a the kernel compiled for the head runs phases 2 and 3 as warpgroup MMAs (wgmma) with
+// the weights as the M side: warpgroup w takes the 64-column box w of every stage as an M-major
+// A from shared memory and the tile's rows (dtype(u), then m, kept in the 128-byte swizzle) as
+// B, so no warp reloads the activations per column tile (ldmatrix) and each weight element is
+// read from shared memory once.  wgmma sums exactly as the mma.sync chain does
+// (benchmarks/wgmma_bits_probe.cu), so the bits are the same.
+//
 // Every output is bitwise the one latent_pass_kernel (the cluster variant) writes: the same
 // per-element MMA k-step sequence, the same K-split boundaries (kchunk1 / kchunk3 of that
 // kernel's tiling) summed in the same order, the same fp32 mixer loop and rounding points.  So
@@ -120,16 +127,18 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
   static_cast<LatentRowsShape&>(t) = latent_rows_shape(R, H, B, mt, kchunk1, kchunk3);
   const size_t rows = 16 * mt;
   size_t off = 0;
+  // Regions 1024-byte aligned (the kernel aligns its base: the 1 KB of slack below), as the
+  // 128-byte swizzle of the warpgroup-MMA kernel's dtype(u) and m, and the TMA stages, need.
   auto take = [&off](size_t bytes) {
     const size_t at = off;
-    off += (bytes + 15) / 16 * 16;
+    off += (bytes + 1023) / 1024 * 1024;
     return at;
   };
   t.off_a = take(2 * rows * t.ld_a);  // embeddings, then dtype(u)
   t.off_xm = take(std::max(4 * rows * t.ld_x, 2 * rows * t.ld_m));  // x (fp32), then m
   t.off_u = take(4 * rows * t.ld_x);
   t.off_stage = take(2 * static_cast<size_t>(t.stage_elems) * stages);
-  t.smem_bytes = off;
+  t.smem_bytes = off + 1024;
   return t;
 }
 
@@ -356,7 +365,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int n0 = blockIdx.x * t.blocks;
   const int valid_rows = min(t.blocks, p.N - n0) * B;
 
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // the tiling's slack
   T* s_a = reinterpret_cast<T*>(smem + t.off_a);
   float* s_x = reinterpret_cast<float*>(smem + t.off_xm);
   T* s_m = reinterpret_cast<T*>(smem + t.off_xm);
@@ -374,6 +384,22 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // aligned, inside the padded stages' region: kStages * 32 KB + alignment + the mbarriers
   // fit in kStages * 33 KB); the launcher gives it only weights encode_latent_rows_maps takes.
   constexpr bool kTma = kFixed;
+  // The kernel compiled for the head on sm_90a runs phases 2 and 3 as warpgroup MMAs with the
+  // weights as the M side (kWg, below); elsewhere, and with XPRESS_ROWS_WGMMA=0 (harness A/B
+  // builds), mma.sync.  The same products summed in the same k order: the same bits.
+#ifndef XPRESS_ROWS_WGMMA
+#define XPRESS_ROWS_WGMMA 1
+#endif
+#if defined(XPRESS_WGMMA)
+  constexpr bool kWg = kTma && sizeof(T) == 2 && XPRESS_ROWS_WGMMA;
+#else
+  constexpr bool kWg = false;
+#endif
+  constexpr int NR = 16 * MT;  // the tile's rows: the warpgroup MMAs' N
+  // kWg: dtype(u) and m in the 128-byte swizzle, K-major (rows_swizzled over the tile's rows):
+  // the MMAs' B operands.
+  unsigned char* s_ub = smem + t.off_a;
+  unsigned char* s_mb = smem + t.off_xm;
   unsigned char* tma_stages =
       smem + t.off_stage + ((1024 - (smem_u32(smem + t.off_stage) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(tma_stages + kStages * kRowsTmaStageBytes);
@@ -693,8 +719,12 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
       if (p.do_mlp) {
         *reinterpret_cast<float4*>(s_u + r * t.ld_x + c) = make_float4(u[0], u[1], u[2], u[3]);
-        store_pair(s_a + r * t.ld_a + c, u[0], u[1]);
-        store_pair(s_a + r * t.ld_a + c + 2, u[2], u[3]);
+        if constexpr (kWg) {  // four channels: 8 bytes of one swizzled 16-byte chunk
+          *reinterpret_cast<uint2*>(s_ub + rows_swizzled(NR, r, c)) = make_uint2(pack_pair<T>(u[0], u[1]), pack_pair<T>(u[2], u[3]));
+        } else {
+          store_pair(s_a + r * t.ld_a + c, u[0], u[1]);
+          store_pair(s_a + r * t.ld_a + c + 2, u[2], u[3]);
+        }
       } else if (r < valid_rows && k >= 1) {
         T* out = p.lat_out + static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c;
 #pragma unroll
@@ -705,12 +735,141 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       for (int it = t.blocks * B * (R / 2) + tid; it < rows * (R / 2); it += kLatentThreads) {
         const int r = it / (R / 2), c = (it % (R / 2)) * 2;
         *reinterpret_cast<float2*>(s_u + r * t.ld_x + c) = make_float2(0.f, 0.f);
-        store_pair(s_a + r * t.ld_a + c, 0.f, 0.f);
+        if constexpr (kWg) {
+          *reinterpret_cast<uint32_t*>(s_ub + rows_swizzled(NR, r, c)) = 0u;
+        } else {
+          store_pair(s_a + r * t.ld_a + c, 0.f, 0.f);
+        }
       }
     }
     end_step(s);
   }
   if (!p.do_mlp) return;
+#ifdef XPRESS_WGMMA
+  if constexpr (kWg) {
+    // Warpgroup wg owns 64 hidden units of each panel (phase 2) and 64 output channels (phase
+    // 3): its 64-column box of every stage, as wgmma's M-major A; the tile's rows are the N.
+    // Thread (warp w of the warpgroup, lane 4 g + t) holds, in d[4 j + i], unit / channel
+    // 64 wg + 16 w + g + 8 (i / 2) of row 8 j + 2 t + i % 2.
+    fence_proxy_async_shared();  // dtype(u), for the MMAs after phase 2's first barrier
+    const int wg = warp >> 2;
+    const int my_c = 64 * wg + 16 * (warp & 3) + (lane >> 2);  // + 8 (i / 2)
+    const int my_r = 2 * (lane & 3);                           // + 8 j + i % 2
+    const uint32_t ub = smem_u32(s_ub), mb = smem_u32(s_mb);
+    // B's descriptor at k (a multiple of 16) of the swizzled activations at `base`.
+    auto act_desc = [](uint32_t base, int k) {
+      return wgmma_desc_sw128(base + (k >> 6) * NR * 128 + ((k & 63) >> 4) * 32);
+    };
+    // The stream: kWgSteps steps' MMAs are issued together once their stages have landed, and
+    // waited for together; then each warp releases those stages and thread 0 refills each
+    // with the step kStages on, once all warps have released it.  No MMA is in flight across
+    // that divergent refill (ptxas would serialize every MMA of the kernel, C7520).
+    // H200 (latent_rows_phases.cu, graph replay, µs at N = 256 / 32 rows, N = 128 / 16 rows;
+    // mma.sync 29.98-30.00 / 23.90-23.92): one step at a time 29.73-29.76 / 23.58-23.61, two
+    // 29.82-29.84 / 23.61-23.62, four 29.03-29.08 / 23.85-23.87.  XPRESS_ROWS_WG_STEPS: harness.
+#ifdef XPRESS_ROWS_WG_STEPS
+    constexpr int kWgSteps = XPRESS_ROWS_WG_STEPS;
+#else
+    constexpr int kWgSteps = MT == 2 ? 4 : 2;
+#endif
+    auto wg_begin = [&](int s) {
+      if (!kDrift || s == mix_end || s == mix_end + t.n2) __syncthreads();  // u, then m, written
+      mbar_wait(&full[s % kStages], (s / kStages) & 1);
+      XPRESS_ROWS_MARK(1 + s);
+    };
+    auto wg_release = [&](int s) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s % kStages]);
+      if (tid == 0 && s + kStages < n_steps) {
+        mbar_wait(&empty[s % kStages], (s / kStages) & 1);
+        issue(s + kStages);
+      }
+    };
+    // Steps [s0, s0 + count) of one accumulation (a hidden panel, or a K-split of phase 3):
+    // mmas(s, j) issues step s = s0 + j's MMAs; they complete before it returns.
+    auto wg_run = [&](int s0, auto steps, auto&& mmas, auto&... accs) {
+      constexpr int count = decltype(steps)::value;
+      static_assert(count % kWgSteps == 0, "whole groups of steps");
+      for (int j0 = 0; j0 < count; j0 += kWgSteps) {
+#pragma unroll
+        for (int j = j0; j < j0 + kWgSteps; ++j) wg_begin(s0 + j);  // (no wait while MMAs are in flight)
+        wgmma_fence();
+        (wgmma_fence_operands(accs), ...);
+#pragma unroll
+        for (int j = j0; j < j0 + kWgSteps; ++j) mmas(s0 + j, j);
+        wgmma_commit();
+        wgmma_wait<0>();
+        (wgmma_fence_operands(accs), ...);
+#pragma unroll
+        for (int j = j0; j < j0 + kWgSteps; ++j) wg_release(s0 + j);
+      }
+    };
+    // The mixer's last stage, which the mixer steps' protocol (begin_step) would refill at the
+    // next step: every warp released it there.
+    if (tid == 0 && mix_end - 1 + kStages < n_steps) {
+      mbar_wait(&empty[(mix_end - 1) % kStages], ((mix_end - 1) / kStages) & 1);
+      issue(mix_end - 1 + kStages);
+    }
+    int s = mix_end;
+    // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)), one R-wide panel of hidden units at a time.
+    for (int h0 = 0; h0 < H; h0 += R, s += R / kHalf) {
+      float g[NR / 2], u[NR / 2];
+#pragma unroll
+      for (int e = 0; e < NR / 2; ++e) g[e] = u[e] = 0.f;
+      wg_run(s, std::integral_constant<int, R / kHalf>{}, [&](int st_s, int j) {
+        const uint32_t st = smem_u32(stage(st_s)) + wg * kHalf * 128;  // W_g's box; W_u's 16 KB on
+#pragma unroll
+        for (int ks = 0; ks < kHalf / 16; ++ks) {
+          const uint64_t db = act_desc(ub, j * kHalf + 16 * ks);
+          wgmma_tn<T, NR>(g, wgmma_desc_sw128(st + ks * 2048), db);
+          wgmma_tn<T, NR>(u, wgmma_desc_sw128(st + kRowsTmaStageBytes / 2 + ks * 2048), db);
+        }
+      }, g, u);
+#pragma unroll
+      for (int j = 0; j < NR / 8; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const T m = from_float<T>(silu(g[4 * j + i]) * u[4 * j + i]);
+          *reinterpret_cast<T*>(s_mb + rows_swizzled(NR, my_r + 8 * j + (i & 1), h0 + my_c + 8 * (i >> 1))) = m;
+        }
+      }
+    }
+    fence_proxy_async_shared();  // m, for phase 3's MMAs after its first barrier
+    // Phase 3: out = u + m @ wd_t, K-split at the cluster tiling's kchunk3 as the other paths
+    // (v += each split's sum, in order).
+    constexpr int kSplit = kFixed ? rows_kchunk3(latent_shape(kRowsR, kH, 2, kLatentFixedCluster)) : kRowsStageK;
+    static_assert(kSplit % kRowsStageK == 0 && (kH == 0 || kH % kSplit == 0), "phase 3's K-splits in whole steps");
+    float v[NR / 2], acc[NR / 2];
+#pragma unroll
+    for (int e = 0; e < NR / 2; ++e) v[e] = 0.f;
+    for (int k0 = 0; k0 < H; k0 += kSplit, s += kSplit / kRowsStageK) {
+#pragma unroll
+      for (int e = 0; e < NR / 2; ++e) acc[e] = 0.f;
+      wg_run(s, std::integral_constant<int, kSplit / kRowsStageK>{}, [&](int st_s, int j) {
+        const uint32_t st = smem_u32(stage(st_s)) + wg * kRowsStageK * 128;
+#pragma unroll
+        for (int ks = 0; ks < kRowsStageK / 16; ++ks)
+          wgmma_tn<T, NR>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mb, k0 + j * kRowsStageK + 16 * ks));
+      }, acc);
+#pragma unroll
+      for (int e = 0; e < NR / 2; ++e) v[e] += acc[e];
+    }
+#pragma unroll
+    for (int j = 0; j < NR / 8; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = my_r + 8 * j + (i & 1);
+        const int k = r % B;
+        if (r >= valid_rows || k == 0) continue;
+        const int c = my_c + 8 * (i >> 1);
+        p.lat_out[static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c] =
+            from_float<T>(v[4 * j + i] + s_u[r * t.ld_x + c]);
+      }
+    }
+    XPRESS_ROWS_MARK(63);
+    return;
+  }
+#endif
 
   // Phase 2, one R-wide panel of hidden units at a time: m = dtype(silu(u @ wg) * (u @ wu)).
   int s = mix_end;

@@ -114,24 +114,7 @@ struct ReadoutGemmArgs {  // 64-byte aligned through its CUtensorMaps
   int nb;                // n of a CTA's rows: its rows are nb * (B-1) <= 128 whole n's
 };
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define XPRESS_WGMMA 1
-#endif
-
-#ifdef XPRESS_WGMMA
-// wgmma's shared-memory operand descriptor for a K-major operand in the 128-byte swizzle
-// (8-row groups 1024 bytes apart; the leading byte offset is unused there).
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
-
-// Keeps the compiler from moving accesses of the accumulators across the asynchronous MMAs.
-__device__ __forceinline__ void wgmma_fence_operands(float (&d)[32]) {
-#pragma unroll
-  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
+#ifdef XPRESS_WGMMA  // (common.cuh: sm_90a builds)
 // d (+)= A (registers, 64 x 16) . B (shared memory, 16 x 64, K-major), fp32 accumulation.
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int accumulate) {
