@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
   auto issue = [&](float (&acc)[32], int64_t i) {
     const int st = stage_of(i);
     mbar_wait(&full[st], static_cast<uint32_t>((i / kGemmStages) & 1));
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    wgmma_fence();
     wgmma_fence_operands(acc);
     // One descriptor a tile; k-step ks adds its byte offset / 16 to the address field (no carry:
     // shared addresses are below 2^18).
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
     for (int ks = 0; ks < kKS; ++ks)
       wgmma_m64n64k16<T>(acc, a[ks], desc + (((ks >> 2) * 8192 + (ks & 3) * 32) >> 4), ks);
 #endif
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    wgmma_commit();
   };
   // Tile i's scores, once its MMAs (the older commit group when `newer` is set) are complete.
   // A row's scores meet as 32-bit words key << 16 | 0xFFFF - (2 j + e) (column 8 j + 2 t + e is
@@ -302,9 +302,9 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
       for (int j = 0; j < 8; ++j) bw[h][j] = *reinterpret_cast<const uint32_t*>(bt + row * 128 + ((j ^ (row & 7)) << 4) + 4 * t);
     }
     if constexpr (decltype(newer)::value) {
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      wgmma_wait<1>();
     } else {
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      wgmma_wait<0>();
     }
     wgmma_fence_operands(acc);
     __syncwarp();
