@@ -146,15 +146,16 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
 // start, [1 + s] once step s's chunk has landed, [63] at the end; before the first step [60]
 // once the first stages' copies are issued, [61] before x's loads, [62] once x is stored.
 #ifdef XPRESS_ROWS_PROBE
-#define XPRESS_ROWS_MARK(k)                                                          \
-  do {                                                                               \
-    if (threadIdx.x == 0) XPRESS_ROWS_PROBE[blockIdx.x * 64 + (k)] = clock64();      \
+#define XPRESS_ROWS_MARK_IF(cond, k)                                              \
+  do {                                                                            \
+    if (cond) XPRESS_ROWS_PROBE[blockIdx.x * 64 + (k)] = clock64();               \
   } while (0)
 #else
-#define XPRESS_ROWS_MARK(k) \
-  do {                      \
+#define XPRESS_ROWS_MARK_IF(cond, k) \
+  do {                               \
   } while (0)
 #endif
+#define XPRESS_ROWS_MARK(k) XPRESS_ROWS_MARK_IF(threadIdx.x == 0, k)
 // XPRESS_ROWS_SUB_PROBE (a device array of 128 entries a CTA; the generic kernel, whose threads
 // issue the copies): within step s, thread 0's
 // clock64() once its MMAs / mixer work are issued [4 s + 1], once the next copies are issued
@@ -178,6 +179,9 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
 // cp.async); the stage bytes and what the MMAs read are the same, so the same bits.
 struct LatentRowsMaps {
   CUtensorMap wlat, mix, wg, wu, wd;  // boxes of 64 columns x 64 rows (wg, wu: 32 rows)
+  // The warpgroup-MMA kernel's phases 2 and 3 (kWg in latent_rows_kernel): whole-K boxes of
+  // 64 columns x kRowsR rows, one a stage.
+  CUtensorMap wg_k, wu_k, wd_k;
 };
 constexpr int kRowsTmaStageBytes = kRowsStageK * kRowsR * 2;  // a stage, unpadded
 constexpr int kRowsTmaBox = 64;                               // columns of a box (128 bytes)
@@ -224,7 +228,8 @@ inline bool encode_latent_rows_maps(LatentRowsArgs<T>& ra) {
     return map(&ra.maps.wlat, a.wlat, R, R, a.wlat_s, kRowsStageK) &&
            map(&ra.maps.mix, a.mix, R, B * B, a.mix_sj, kRowsStageK) &&
            map(&ra.maps.wg, a.wg, H, R, a.wg_s, kRowsStageK / 2) && map(&ra.maps.wu, a.wu, H, R, a.wu_s, kRowsStageK / 2) &&
-           map(&ra.maps.wd, a.wd, R, H, a.wd_s, kRowsStageK);
+           map(&ra.maps.wd, a.wd, R, H, a.wd_s, kRowsStageK) && map(&ra.maps.wg_k, a.wg, H, R, a.wg_s, kRowsR) &&
+           map(&ra.maps.wu_k, a.wu, H, R, a.wu_s, kRowsR) && map(&ra.maps.wd_k, a.wd, R, H, a.wd_s, kRowsR);
   }
 }
 
@@ -396,6 +401,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr bool kWg = false;
 #endif
   constexpr int NR = 16 * MT;  // the tile's rows: the warpgroup MMAs' N
+  constexpr int kWarpgroups = kLatentWarps / 4;
+  static_assert(!kWg || kWarpgroups * kRowsTmaBox == R, "a warpgroup a 64-column box");
   // kWg: dtype(u) and m in the 128-byte swizzle, K-major (rows_swizzled over the tile's rows):
   // the MMAs' B operands.
   unsigned char* s_ub = smem + t.off_a;
@@ -403,6 +410,15 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   unsigned char* tma_stages =
       smem + t.off_stage + ((1024 - (smem_u32(smem + t.off_stage) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(tma_stages + kStages * kRowsTmaStageBytes);
+  // kWg: phases 2 and 3's stages each complete on their own mbarrier, used once a launch (after
+  // full's and empty's kStages each).  A warpgroup waits only for its own stages, so on a
+  // barrier shared by a slot's fills it could be two fills ahead of or behind the slot, where a
+  // phase-parity wait cannot tell fills apart.
+  constexpr int kWgStages = kWg ? (kH / kRowsR) * 2 * kWarpgroups + (kH / kRowsR) * kWarpgroups : 0;
+  uint64_t* full_wg = full + 2 * kStages;
+  static_assert(!kTma || kStages * kRowsTmaStageBytes + 1024 + (2 * kStages + kWgStages) * sizeof(uint64_t) <=
+                             static_cast<size_t>(kStages) * kRowsStageK * smem_ld_weight(kRowsR, 2) * 2,
+                "the TMA stages, their alignment and the mbarriers within the padded stages' region");
   auto stage = [&](int s) {
     return kTma ? reinterpret_cast<T*>(tma_stages + (s % kStages) * kRowsTmaStageBytes)
                 : s_stage + (s % kStages) * t.stage_elems;
@@ -423,7 +439,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     T* dst = stage(s);
     if constexpr (kTma) {  // thread 0 only: the whole stage, 64-column boxes
       const LatentRowsMaps& m = args.maps;
-      uint64_t* bar = &full[s % kStages];
+      uint64_t* bar = kWg && s >= mix_end ? &full_wg[s - mix_end] : &full[s % kStages];
       unsigned char* d = reinterpret_cast<unsigned char*>(dst);
       mbar_arrive_expect_tx(bar, kRowsTmaStageBytes);
       constexpr int kBoxes = R / kRowsTmaBox;
@@ -435,6 +451,13 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         const int row0 = (s - n1) * t.k_per_mix * B;
 #pragma unroll
         for (int c = 0; c < kBoxes; ++c) tma_load_2d(d + c * kRowsStageK * 128, &m.mix, c * kRowsTmaBox, row0, bar);
+      } else if (kWg && s < mix_end + t.n2) {  // warpgroup (q / 2) % 4's 64 units of panel q / 8
+        const int q = s - mix_end;
+        tma_load_2d(d, (q & 1) ? &m.wu_k : &m.wg_k, (q / (2 * kWarpgroups)) * R + ((q / 2) % kWarpgroups) * kRowsTmaBox,
+                    0, bar);
+      } else if (kWg) {  // warpgroup q % 4's 64 channels of K-split q / 4
+        const int q = s - mix_end - t.n2;
+        tma_load_2d(d, &m.wd_k, (q % kWarpgroups) * kRowsTmaBox, (q / kWarpgroups) * kRowsR, bar);
       } else if (s < mix_end + t.n2) {
         const int q = s - mix_end;
         const int h0 = (q / steps_per_panel) * R;
@@ -558,6 +581,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         mbar_init(&full[i], 1);  // the issuing thread's arrival + bytes
         mbar_init(&empty[i], kLatentWarps);
       }
+      for (int i = 0; i < kWgStages; ++i) mbar_init(&full_wg[i], 1);
       mbar_init_fence();
       if (early) {
         for (int s = 0; s < kStages - 1 && s < n_steps; ++s) issue(s);
@@ -748,11 +772,24 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 #ifdef XPRESS_WGMMA
   if constexpr (kWg) {
     // Warpgroup wg owns 64 hidden units of each panel (phase 2) and 64 output channels (phase
-    // 3): its 64-column box of every stage, as wgmma's M-major A; the tile's rows are the N.
-    // Thread (warp w of the warpgroup, lane 4 g + t) holds, in d[4 j + i], unit / channel
-    // 64 wg + 16 w + g + 8 (i / 2) of row 8 j + 2 t + i % 2.
+    // 3), and the stages that hold them: one whole-K TMA box of 64 columns x R rows each (W_g's
+    // and W_u's units of a panel, W_d's channels of a K-split), as wgmma's M-major A; the tile's
+    // rows are the N.  Stage order: per panel (g, u) of warpgroups 0..3, then per K-split the
+    // warpgroups' W_d boxes.  Thread (warp w of the warpgroup, lane 4 g + t) holds, in d[4 j +
+    // i], unit / channel 64 wg + 16 w + g + 8 (i / 2) of row 8 j + 2 t + i % 2.
+    // A warpgroup waits only for its own stages (each on its own mbarrier, full_wg) and
+    // releases them (each warp's arrival counts for the 4 warps of a quarter of the CTA; a
+    // slot's fills are released in order, so the slot's "empty" parity is unambiguous), and its
+    // first thread refills each with the step kStages on once the warpgroup has released it: the refill's TMA issue, which stalls the
+    // issuing thread while the SM's TMA queue is full, holds back only a warpgroup that has no
+    // stage to work on yet.  No MMA is in flight across a wait or that divergent refill (ptxas
+    // would serialize every MMA of the kernel, C7520).
+    // Whole-K boxes stream faster than the 64 x 32 / 64 x 64 boxes of the other paths (H200,
+    // benchmarks/rows_stream_probe.cu: ~950 against ~1,265 cycles a 32 KB stage).
+    static_assert(R / kHalf == 2 * kWarpgroups, "a panel: a W_g and a W_u stage a warpgroup");
     fence_proxy_async_shared();  // dtype(u), for the MMAs after phase 2's first barrier
     const int wg = warp >> 2;
+    const bool wg_leader = (tid & 127) == 0;
     const int my_c = 64 * wg + 16 * (warp & 3) + (lane >> 2);  // + 8 (i / 2)
     const int my_r = 2 * (lane & 3);                           // + 8 j + i % 2
     const uint32_t ub = smem_u32(s_ub), mb = smem_u32(s_mb);
@@ -760,48 +797,16 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     auto act_desc = [](uint32_t base, int k) {
       return wgmma_desc_sw128(base + (k >> 6) * NR * 128 + ((k & 63) >> 4) * 32);
     };
-    // The stream: kWgSteps steps' MMAs are issued together once their stages have landed, and
-    // waited for together; then each warp releases those stages and thread 0 refills each
-    // with the step kStages on, once all warps have released it.  No MMA is in flight across
-    // that divergent refill (ptxas would serialize every MMA of the kernel, C7520).
-    // H200 (latent_rows_phases.cu, graph replay, µs at N = 256 / 32 rows, N = 128 / 16 rows;
-    // mma.sync 29.98-30.00 / 23.90-23.92): one step at a time 29.73-29.76 / 23.58-23.61, two
-    // 29.82-29.84 / 23.61-23.62, four 29.03-29.08 / 23.85-23.87.  XPRESS_ROWS_WG_STEPS: harness.
-#ifdef XPRESS_ROWS_WG_STEPS
-    constexpr int kWgSteps = XPRESS_ROWS_WG_STEPS;
-#else
-    constexpr int kWgSteps = MT == 2 ? 4 : 2;
-#endif
-    auto wg_begin = [&](int s) {
-      if (!kDrift || s == mix_end || s == mix_end + t.n2) __syncthreads();  // u, then m, written
-      mbar_wait(&full[s % kStages], (s / kStages) & 1);
-      XPRESS_ROWS_MARK(1 + s);
+    auto wg_wait = [&](int s) {
+      mbar_wait(&full_wg[s - mix_end], 0);
+      XPRESS_ROWS_MARK_IF(wg_leader, 1 + s);
     };
     auto wg_release = [&](int s) {
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s % kStages]);
-      if (tid == 0 && s + kStages < n_steps) {
+      if (lane == 0) mbar_arrive(&empty[s % kStages], kLatentWarps / kWarpgroups);
+      if (wg_leader && s + kStages < n_steps) {
         mbar_wait(&empty[s % kStages], (s / kStages) & 1);
         issue(s + kStages);
-      }
-    };
-    // Steps [s0, s0 + count) of one accumulation (a hidden panel, or a K-split of phase 3):
-    // mmas(s, j) issues step s = s0 + j's MMAs; they complete before it returns.
-    auto wg_run = [&](int s0, auto steps, auto&& mmas, auto&... accs) {
-      constexpr int count = decltype(steps)::value;
-      static_assert(count % kWgSteps == 0, "whole groups of steps");
-      for (int j0 = 0; j0 < count; j0 += kWgSteps) {
-#pragma unroll
-        for (int j = j0; j < j0 + kWgSteps; ++j) wg_begin(s0 + j);  // (no wait while MMAs are in flight)
-        wgmma_fence();
-        (wgmma_fence_operands(accs), ...);
-#pragma unroll
-        for (int j = j0; j < j0 + kWgSteps; ++j) mmas(s0 + j, j);
-        wgmma_commit();
-        wgmma_wait<0>();
-        (wgmma_fence_operands(accs), ...);
-#pragma unroll
-        for (int j = j0; j < j0 + kWgSteps; ++j) wg_release(s0 + j);
       }
     };
     // The mixer's last stage, which the mixer steps' protocol (begin_step) would refill at the
@@ -810,21 +815,32 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       mbar_wait(&empty[(mix_end - 1) % kStages], ((mix_end - 1) / kStages) & 1);
       issue(mix_end - 1 + kStages);
     }
+    __syncthreads();  // u and dtype(u) written
     int s = mix_end;
     // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)), one R-wide panel of hidden units at a time.
-    for (int h0 = 0; h0 < H; h0 += R, s += R / kHalf) {
+    for (int h0 = 0; h0 < H; h0 += R, s += 2 * kWarpgroups) {
+      const int sg = s + 2 * wg, su = sg + 1;
       float g[NR / 2], u[NR / 2];
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) g[e] = u[e] = 0.f;
-      wg_run(s, std::integral_constant<int, R / kHalf>{}, [&](int st_s, int j) {
-        const uint32_t st = smem_u32(stage(st_s)) + wg * kHalf * 128;  // W_g's box; W_u's 16 KB on
+      wg_wait(sg);
+      wg_wait(su);
+      const uint32_t stg = smem_u32(stage(sg)), stu = smem_u32(stage(su));
+      wgmma_fence();
+      wgmma_fence_operands(g);
+      wgmma_fence_operands(u);
 #pragma unroll
-        for (int ks = 0; ks < kHalf / 16; ++ks) {
-          const uint64_t db = act_desc(ub, j * kHalf + 16 * ks);
-          wgmma_tn<T, NR>(g, wgmma_desc_sw128(st + ks * 2048), db);
-          wgmma_tn<T, NR>(u, wgmma_desc_sw128(st + kRowsTmaStageBytes / 2 + ks * 2048), db);
-        }
-      }, g, u);
+      for (int ks = 0; ks < R / 16; ++ks) {
+        const uint64_t db = act_desc(ub, 16 * ks);
+        wgmma_tn<T, NR>(g, wgmma_desc_sw128(stg + ks * 2048), db);
+        wgmma_tn<T, NR>(u, wgmma_desc_sw128(stu + ks * 2048), db);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(g);
+      wgmma_fence_operands(u);
+      wg_release(sg);
+      wg_release(su);
 #pragma unroll
       for (int j = 0; j < NR / 8; ++j) {
 #pragma unroll
@@ -834,23 +850,30 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         }
       }
     }
-    fence_proxy_async_shared();  // m, for phase 3's MMAs after its first barrier
-    // Phase 3: out = u + m @ wd_t, K-split at the cluster tiling's kchunk3 as the other paths
-    // (v += each split's sum, in order).
+    fence_proxy_async_shared();  // m, for phase 3's MMAs after the barrier
+    __syncthreads();             // m written
+    // Phase 3: out = u + m @ wd_t, K-split at the cluster tiling's kchunk3 (one whole-K box a
+    // warpgroup a split) as the other paths (v += each split's sum, in order).
     constexpr int kSplit = kFixed ? rows_kchunk3(latent_shape(kRowsR, kH, 2, kLatentFixedCluster)) : kRowsStageK;
-    static_assert(kSplit % kRowsStageK == 0 && (kH == 0 || kH % kSplit == 0), "phase 3's K-splits in whole steps");
+    static_assert(kSplit == kRowsR && (kH == 0 || kH % kSplit == 0), "phase 3's K-splits: one whole-K box each");
     float v[NR / 2], acc[NR / 2];
 #pragma unroll
     for (int e = 0; e < NR / 2; ++e) v[e] = 0.f;
-    for (int k0 = 0; k0 < H; k0 += kSplit, s += kSplit / kRowsStageK) {
+    for (int k0 = 0; k0 < H; k0 += kSplit, s += kWarpgroups) {
+      const int sd = s + wg;
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) acc[e] = 0.f;
-      wg_run(s, std::integral_constant<int, kSplit / kRowsStageK>{}, [&](int st_s, int j) {
-        const uint32_t st = smem_u32(stage(st_s)) + wg * kRowsStageK * 128;
+      wg_wait(sd);
+      const uint32_t st = smem_u32(stage(sd));
+      wgmma_fence();
+      wgmma_fence_operands(acc);
 #pragma unroll
-        for (int ks = 0; ks < kRowsStageK / 16; ++ks)
-          wgmma_tn<T, NR>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mb, k0 + j * kRowsStageK + 16 * ks));
-      }, acc);
+      for (int ks = 0; ks < kSplit / 16; ++ks)
+        wgmma_tn<T, NR>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mb, k0 + 16 * ks));
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(acc);
+      wg_release(sd);
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) v[e] += acc[e];
     }
