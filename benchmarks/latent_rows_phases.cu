@@ -7,11 +7,12 @@
 // there); without, the generic one.  A fourth argument "table": with a random embedding-latent
 // table (fp32 [V, R]) read in place of phase 1, as the head calls it.  The kernel compiled for
 // the head streams its weights by TMA (encode_latent_rows_maps); -DXPRESS_ROWS_DRIFT=0 builds it
-// with a CTA barrier every step.  -DROWS_SUB also prints, for the generic kernel, thread 0's
-// split of each step (work issued / copies issued / wait / barrier).  Built for sm_90a (as the
-// extension is) the head's kernel runs phases 2 and 3 as warpgroup MMAs; -DXPRESS_ROWS_WGMMA=0
-// builds it with mma.sync (same bits: compare the output hashes), -DXPRESS_ROWS_WG_STEPS=G sets
-// how many steps' MMAs it issues together.
+// with a CTA barrier every step of phase 1 and the mixer.  -DROWS_SUB also prints, for the
+// generic kernel, thread 0's split of each step (work issued / copies issued / wait / barrier).
+// Built for sm_90a (as the extension is) the head's kernel runs phases 2 and 3 as warpgroup MMAs
+// on whole-K boxes, each warpgroup on its own stages (their marks: the time its first thread saw
+// each stage land); -DXPRESS_ROWS_WGMMA=0 builds it with mma.sync on the 64 x 32 / 64 x 64 boxes
+// (same bits: compare the output hashes).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90a,code=sm_90a \
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]]

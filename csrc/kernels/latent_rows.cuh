@@ -19,10 +19,11 @@
 // ~600 of a phase-2 step's ~1,400 cycles issuing their 4 copies each.
 //
 // On sm_90a the kernel compiled for the head runs phases 2 and 3 as warpgroup MMAs (wgmma) with
-// the weights as the M side: warpgroup w takes the 64-column box w of every stage as an M-major
-// A from shared memory and the tile's rows (dtype(u), then m, kept in the 128-byte swizzle) as
-// B, so no warp reloads the activations per column tile (ldmatrix) and each weight element is
-// read from shared memory once.  wgmma sums exactly as the mma.sync chain does
+// the weights as the M side: each of those stages is one whole-K TMA box of 64 columns (a
+// warpgroup's hidden units or output channels) that its warpgroup takes as an M-major A from
+// shared memory, with the tile's rows (dtype(u), then m, kept in the 128-byte swizzle) as B, so
+// no warp reloads the activations per column tile (ldmatrix) and each weight element is read
+// from shared memory once.  wgmma sums exactly as the mma.sync chain does
 // (benchmarks/wgmma_bits_probe.cu), so the bits are the same.
 //
 // Every output is bitwise the one latent_pass_kernel (the cluster variant) writes: the same
