@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const bool fast = p.vec_weights && p.vec_mix && p.mix_sk == B * p.mix_sj;
   auto issue = [&](int s) {
     T* dst = stage(s);
-    if constexpr (kTma) {  // thread 0 only: the whole stage, 64-column boxes
+    if constexpr (kTma) {  // one thread (0, or a warpgroup's first): the whole stage, 64-column boxes
       const LatentRowsMaps& m = args.maps;
       uint64_t* bar = kWg && s >= mix_end ? &full_wg[s - mix_end] : &full[s % kStages];
       unsigned char* d = reinterpret_cast<unsigned char*>(dst);
@@ -781,10 +781,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     // A warpgroup waits only for its own stages (each on its own mbarrier, full_wg) and
     // releases them (each warp's arrival counts for the 4 warps of a quarter of the CTA; a
     // slot's fills are released in order, so the slot's "empty" parity is unambiguous), and its
-    // first thread refills each with the step kStages on once the warpgroup has released it: the refill's TMA issue, which stalls the
-    // issuing thread while the SM's TMA queue is full, holds back only a warpgroup that has no
-    // stage to work on yet.  No MMA is in flight across a wait or that divergent refill (ptxas
-    // would serialize every MMA of the kernel, C7520).
+    // first thread refills each with the step kStages on once the warpgroup has released it.
+    // That refill's TMA issue, which stalls the issuing thread while the SM's TMA queue is
+    // full, holds back only a warpgroup that has no stage to work on yet.  No MMA is in flight
+    // across a wait or that divergent refill (ptxas would serialize every MMA of the kernel,
+    // C7520).
     // Whole-K boxes stream faster than the 64 x 32 / 64 x 64 boxes of the other paths (H200,
     // benchmarks/rows_stream_probe.cu: ~950 against ~1,265 cycles a 32 KB stage).
     static_assert(R / kHalf == 2 * kWarpgroups, "a panel: a W_g and a W_u stage a warpgroup");
