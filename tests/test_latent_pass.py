@@ -201,11 +201,14 @@ def test_cpu_and_cuda_agree(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
     """The cluster size sets each row's summation order, so it must not change with N; the
-    row-tile variant (same bits) takes over exactly when the cluster variant would run three or
-    more rounds of whole groups, for 16-bit types (on an H200's 15 clusters: N = 75 two rounds
-    and a last round of 16-row groups, N = 76 three rounds of 32-row groups)."""
+    row-tile variant (same bits) takes over, for 16-bit types, exactly when the cluster variant
+    would need more than 5/4 rounds of 32-row groups (the row-tile kernel compiled for this head;
+    on an H200's 15 clusters: N = 36 18 groups, N = 37 19), or, with the generic kernels
+    (XPRESS_EXT_LATENT_FIXED=0), three or more rounds of whole groups (N = 75 two rounds and a
+    last round of 16-row groups, N = 76 three rounds of 32-row groups)."""
     monkeypatch.delenv("XPRESS_EXT_LATENT_VARIANT", raising=False)
-    ns = (1, 7, 32, 60, 61, 75, 76, 90, 91, 256, 1000)
+    monkeypatch.delenv("XPRESS_EXT_LATENT_FIXED", raising=False)
+    ns = (1, 7, 32, 36, 37, 40, 60, 61, 75, 76, 90, 91, 256, 1000)
     plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in ns]
     assert len({p[0] for p in plans}) == 1, plans
     for n, p in zip(ns, plans):
@@ -215,10 +218,20 @@ def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
         # at this head (16-bit) either variant runs its kernel compiled for the head
         assert fixed == (dtype != torch.float32 and cluster == 8), p
         whole_rounds = full // max_clusters if tail else -(-sched // max_clusters)
-        assert bool(tile_rows) == (dtype != torch.float32 and whole_rounds >= 3), p
+        assert bool(tile_rows) == (dtype != torch.float32 and (whole_rounds >= 3 or 4 * groups > 5 * max_clusters)), p
         if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
             assert tile_rows in (16, 32) and tiles * (tile_rows // 16) >= n
-        if dtype != torch.float32 and max_clusters == 15 and n in (75, 76):  # an H200's boundary
+        if dtype != torch.float32 and max_clusters == 15 and n in (36, 37):  # an H200's boundary
+            assert bool(tile_rows) == (n == 37), p
+    # The generic kernels keep the three-rounds rule.
+    monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", "0")
+    for n in ns:
+        p = torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0)
+        cluster, blocks, rows, smem, max_clusters, grid_clusters, groups, tile_rows, tiles, fixed, full, tail, sched = p
+        assert not fixed, p
+        whole_rounds = full // max_clusters if tail else -(-sched // max_clusters)
+        assert bool(tile_rows) == (dtype != torch.float32 and whole_rounds >= 3), p
+        if dtype != torch.float32 and max_clusters == 15 and n in (75, 76):
             assert bool(tile_rows) == (n == 76), p
 
 

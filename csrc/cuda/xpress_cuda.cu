@@ -257,13 +257,23 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   // replay, canonical head, bf16, with the table and prefetched weights (session 42, RESULTS.md),
   // µs at N = 61 / 64 / 70 / 76 / 80 / 90 / 96: cluster 21.6 / 22.0 / 22.9 / 24.5 / 24.9 / 25.8 /
   // 29.6, rows16 22.1 / 22.2 / 22.2 / 22.2 / 22.2 / 22.2 / 22.3 (probe_latent_variant.py).
-  // Session 17 set four rounds (N >= 91) before either kernel took its current form.  16 rows
-  // per CTA while those tiles fit on the SMs, else 32.  Either variant gives the same bits.
+  // Session 17 set four rounds (N >= 91) before either kernel took its current form.
+  // The row-tile kernel compiled for the head (rows_head), whose phases 2 and 3 stream whole-K
+  // boxes since session 44, runs a 16-row tile in ~15.3 us and takes over once the cluster
+  // variant needs more than 5/4 rounds of 32-row groups (N >= 37 on an H200).  H200, graph
+  // replay, canonical head, bf16, with the table and prefetched weights (session 44,
+  // probe_latent_variant.py), us at N = 32 / 40 / 48 / 56 / 64 / 72: cluster 14.2 / 15.4 / 17.4 /
+  // 18.1 / 22.0 / 23.2, rows16 15.2 / 15.3 / 15.4 / 15.4 / 15.5 / 15.5.  16 rows per CTA while
+  // those tiles fit on the SMs, else 32.  Either variant gives the same bits.
   const bool rows_ok = elem == 2 && R == k::kRowsR && H % R == 0 && B <= 32;
+  constexpr k::LatentShape head = k::latent_shape(kFixedR, kFixedH, 2, kFixedCluster);
+  const bool rows_head = rows_ok && B == kFixedB && H == kFixedH && fixed_enabled &&
+                         k::rows_kchunk1(plan.tiling) == k::rows_kchunk1(head) &&
+                         k::rows_kchunk3(plan.tiling) == k::rows_kchunk3(head);
   const int64_t whole_rounds = plan.tail_blocks > 0 ? plan.full_groups / plan.max_clusters
                                                     : (plan.sched_groups + plan.max_clusters - 1) / plan.max_clusters;
   int mt = 0;
-  if (rows_ok && whole_rounds >= 3) {
+  if (rows_ok && (whole_rounds >= 3 || (rows_head && 4 * plan.groups > 5 * static_cast<int64_t>(plan.max_clusters)))) {
     const int64_t tiles16 = B <= 16 ? (N + 16 / B - 1) / (16 / B) : std::numeric_limits<int64_t>::max();
     mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
   }
