@@ -15,6 +15,10 @@
 //           bNN:    every box 64 columns x NN rows (NN = 32, 64, 128, 256: 256 / NN boxes a
 //                   stage), the weights' bytes in the same total;
 //           ldg:    no TMA: plain 16-byte loads by every thread, 4 steps in flight (the ceiling);
+//           bulkN:  N 1-D bulk copies (cp.async.bulk) a stage from a contiguous buffer: the stream
+//                   if the weights were pre-packed as the stages' images;
+//           cpa:    no TMA: every thread's 16-byte cp.async into the swizzled ring (`stages` deep),
+//                   a CTA barrier a step, from the head's weights in place (whole-K boxes' bytes);
 //   cluster 1, 2 or 4: box i of a stage is issued by the cluster's CTA i % cluster, multicast to
 //           all of them (L2 serves each byte once a cluster);
 //   producer 0: thread 0 (a consumer too, as in the kernel) refills after its own step;
@@ -36,6 +40,7 @@
 // with thread 0 refilling, the delay added in full (400 -> 1728, 800 -> 2146 cycles a step).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -79,6 +84,8 @@ struct StreamArgs {
   int stages, delay, cluster;  // cluster > 1: TMA multicast over the cluster's CTAs
   int box_rows;                // 0: the kernel's boxes
   bool producer_warp;
+  int bulk;                    // > 0: no tensor map, `bulk` 1-D bulk copies a stage from `packed`
+  const unsigned char* packed; // the stages' bytes one after another (a pre-packed weight image)
   long long* issue_cycles;     // [CTA]: the producing thread's cycles in issue(), summed
   long long* cycles;       // [CTA]: thread 0's clock from its first step to its last
   unsigned* sink;          // one word per CTA, so the reads are kept
@@ -100,6 +107,17 @@ __global__ void __launch_bounds__(kThreads + 32, 1) stream_kernel(const __grid_c
     unsigned char* d = smem + (s % a.stages) * kStageBytes;
     uint64_t* bar = &full[s % a.stages];
     k::mbar_arrive_expect_tx(bar, kStageBytes);
+    if (a.bulk > 0) {  // contiguous bytes: cp.async.bulk (no tensor map, no swizzle by the copy)
+      const int piece = kStageBytes / a.bulk;
+      for (int i = static_cast<int>(rank); i < a.bulk; i += a.cluster) {
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                k::smem_u32(d + i * piece)),
+            "l"(a.packed + static_cast<size_t>(s) * kStageBytes + i * piece), "r"(piece), "r"(k::smem_u32(bar))
+            : "memory");
+      }
+      return;
+    }
     const int nb = a.box_rows ? 256 / a.box_rows : (s < kSteps2 ? 8 : 4);
     for (int i = static_cast<int>(rank); i < nb; i += a.cluster) {
       const CUtensorMap* m;
@@ -215,6 +233,61 @@ __global__ void __launch_bounds__(kThreads, 1) ldg_kernel(const int4* w, long lo
   if (acc == 0x12345678u) sink[blockIdx.x] = acc;
 }
 
+// The stream by every thread's 16-byte cp.async (no TMA) into the same ring of swizzled 32 KB
+// stages, from the head's weights in place (a stage: one whole-K box, 64 columns x 256 rows, 128
+// bytes of each of 256 rows 1 KB / 512 B apart, as the kernel's phase-2/3 boxes): each step
+// waits for its group, a CTA barrier, every warp reads one word of the stage and spins `delay`
+// cycles, then every thread issues the step `stages - 1` on (its 4 copies) into the stage the
+// barrier freed.
+__global__ void __launch_bounds__(kThreads, 1)
+    cpa_kernel(const T* wg, const T* wu, const T* wd, int stages, int delay, long long* cycles, unsigned* sink) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  unsigned char* ring = raw + ((1024 - (k::smem_u32(raw) & 1023)) & 1023);
+  constexpr int kSteps = kSteps2 + kSteps3, kPer = kStageBytes / 16 / kThreads;
+  const int tid = threadIdx.x;
+  auto issue = [&](int s) {
+    if (s < kSteps) {
+      unsigned char* d = ring + (s % stages) * kStageBytes;
+      const T* src;
+      int ld, c0, r0;
+      if (s < kSteps2) {  // W_g / W_u: 64 hidden units of all 256 rows
+        src = (s & 1) ? wu : wg;
+        ld = kHeadH;
+        c0 = (s / 2) * 64;
+        r0 = 0;
+      } else {  // W_d: 64 channels of a 256-row K-split
+        src = wd;
+        ld = kHeadR;
+        c0 = ((s - kSteps2) % 4) * 64;
+        r0 = ((s - kSteps2) / 4) * 256;
+      }
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int idx = i * kThreads + tid, row = idx >> 3, ch = idx & 7;
+        k::cp_async16(d + row * 128 + ((ch ^ (row & 7)) << 4), src + static_cast<int64_t>(r0 + row) * ld + c0 + ch * 8, 16);
+      }
+    }
+    k::cp_async_commit();
+  };
+  unsigned acc = 0;
+  const long long t0 = clock64();
+  for (int s = 0; s < stages - 1; ++s) issue(s);
+  for (int s = 0; s < kSteps; ++s) {
+    k::cp_async_wait_upto(stages - 2);
+    __syncthreads();
+    acc ^= *reinterpret_cast<const unsigned*>(ring + (s % stages) * kStageBytes + (tid & 31) * 4);
+    if (delay > 0) {
+      const long long d0 = clock64();
+      while (clock64() - d0 < delay) {
+      }
+    }
+    issue(s + stages - 1);
+  }
+  __syncthreads();
+  if (tid == 0) cycles[blockIdx.x] = clock64() - t0;
+  if (acc == 0x12345678u) sink[blockIdx.x] = acc;
+}
+
 int main(int argc, char** argv) {
   const int ctas = argc > 1 ? std::atoi(argv[1]) : 128;
   const int stages = argc > 2 ? std::atoi(argv[2]) : 4;
@@ -244,12 +317,36 @@ int main(int argc, char** argv) {
                 kStageBytes / m);
     return 0;
   }
-  const int box_rows = boxes == "kernel" ? 0 : std::atoi(boxes.c_str() + 1);
+  if (boxes == "cpa") {  // every thread's cp.async, the head's weights in place
+    const k::LatentArgs<T> la = head_latent_args(1);
+    long long* cyc;
+    unsigned* sink;
+    CK(cudaMalloc(&cyc, ctas * sizeof(long long)));
+    CK(cudaMalloc(&sink, ctas * sizeof(unsigned)));
+    const size_t smem = 1024 + static_cast<size_t>(stages) * kStageBytes;
+    CK(cudaFuncSetAttribute(cpa_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const LaunchTimes tm = time_launches(st, [&](cudaStream_t s) {
+      cpa_kernel<<<ctas, kThreads, smem, s>>>(la.wg, la.wu, la.wd, stages, delay, cyc, sink);
+      CK(cudaGetLastError());
+    });
+    std::vector<long long> v(ctas);
+    CK(cudaMemcpy(v.data(), cyc, ctas * sizeof(long long), cudaMemcpyDeviceToHost));
+    double m = 0;
+    for (long long c : v) m += static_cast<double>(c);
+    m /= static_cast<double>(ctas) * (kSteps2 + kSteps3);
+    std::printf("CTAs=%d stages=%d delay=%d boxes=cpa: %.2f us graph replay, %.0f cycles a 32 KB step (%.1f B/clk a CTA)\n",
+                ctas, stages, delay, tm.graph_us, m, kStageBytes / m);
+    return 0;
+  }
+  const int bulk = boxes.rfind("bulk", 0) == 0 ? std::max(1, std::atoi(boxes.c_str() + 4)) : 0;
+  const int box_rows = boxes == "kernel" || bulk ? 0 : std::atoi(boxes.c_str() + 1);
   const int cluster = argc > 5 ? std::atoi(argv[5]) : 1;
   const bool producer_warp = argc > 6 && std::atoi(argv[6]) != 0;
   const int nb_min = box_rows ? 256 / box_rows : 4;
   if (stages < 2 || stages > kMaxStages || (cluster != 1 && cluster != 2 && cluster != 4) || ctas % cluster != 0 ||
-      !(boxes == "kernel" || box_rows == 32 || box_rows == 64 || box_rows == 128 || box_rows == 256) ||
+      !(boxes == "kernel" || (bulk > 0 && kStageBytes % (16 * bulk) == 0) || box_rows == 32 || box_rows == 64 || box_rows == 128 || box_rows == 256) ||
       nb_min % cluster != 0) {
     std::printf("stages 2..%d; boxes kernel|b32|b64|b128|b256; cluster 1, 2 or 4 dividing CTAs and the boxes a stage\n",
                 kMaxStages);
@@ -262,6 +359,13 @@ int main(int argc, char** argv) {
   a.box_rows = box_rows;
   a.producer_warp = producer_warp;
   a.cluster = cluster;
+  a.bulk = bulk;
+  if (bulk) {
+    unsigned char* packed;
+    CK(cudaMalloc(&packed, static_cast<size_t>(kSteps2 + kSteps3) * kStageBytes));
+    CK(cudaMemset(packed, 1, static_cast<size_t>(kSteps2 + kSteps3) * kStageBytes));
+    a.packed = packed;
+  }
   const k::TensorMapEncode encode = k::tensor_map_encoder();
   auto map = [&](CUtensorMap* m, const T* base, int cols, int rows, int box_rows) {
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
