@@ -94,11 +94,14 @@ def latent_case(N, gen, head_call=False):
         ok = ref.relative_error(lat_tr, exact) <= 2 * ref.relative_error(ref.latent_pass_lowp(*args), exact)
     plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, DTYPE, 0)
     table = xpress_ext.latent_embed_table(inp["w1"], inp["wlat_t"]) if head_call else None
+    # As the head calls it: with the packed weights too (XPressRefinerHead passes both).
+    pack = xpress_ext.latent_pack_weights(*args[4:]) if head_call else None
     # Bytes: the weights (with the table: no wlat_t, the tokens' fp32 table rows instead of their
     # embeddings), xh, the embeddings, the output.
     emb_bytes = N * B * R * (4 if head_call else 2)
     return Case(
-        ours=lambda i: xpress_ext.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=head_call, emb_lat=table),
+        ours=lambda i: xpress_ext.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=head_call, emb_lat=table,
+                                             wpack=pack),
         eager=lambda i: lat.copy_(ref.latent_pass_lowp(*args)),
         triton=triton_fn,
         nbytes=2 * ((0 if head_call else R * R) + B * B * R + 3 * R * H) + emb_bytes + 2 * (N * B * R + N * (B - 1) * R),

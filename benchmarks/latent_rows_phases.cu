@@ -15,7 +15,9 @@
 // (same bits: compare the output hashes).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90a,code=sm_90a \
-//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]]
+//        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]
+// "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
+// head's kernel one bulk copy; the output hash must equal the tensor maps' one.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -64,6 +66,32 @@ int main(int argc, char** argv) {
     ra.a.emb_lat = emb;
     ra.a.el_s = R;
   }
+  // "packed" (any argument from the fourth on): latent_pack_weights' image of the weights, each
+  // stage one bulk copy (the kernel compiled for the head, sm_90a).
+  bool packed = false;
+  for (int i = 3; i < argc; ++i) packed = packed || std::string(argv[i]) == "packed";
+  if (packed) {
+    const size_t RR = (size_t)R * R, MX = (size_t)B * B * R, RH = (size_t)R * H;
+    std::vector<uint16_t> cat(RR + MX + 3 * RH), img;
+    const void* srcs[5] = {ra.a.wlat, ra.a.mix, ra.a.wg, ra.a.wu, ra.a.wd};
+    const size_t lens[5] = {RR, MX, RH, RH, RH};
+    size_t at = 0;
+    for (int i = 0; i < 5; ++i) {
+      CK(cudaMemcpy(cat.data() + at, srcs[i], lens[i] * 2, cudaMemcpyDeviceToHost));
+      at += lens[i];
+    }
+    const int stages = xpress::latent_pack_stages(R, H, B);
+    img.resize((size_t)stages * xpress::kPackStageElems);
+    for (int q = 0; q < stages; ++q)
+      for (int e = 0; e < xpress::kPackStageElems; ++e) {
+        const int64_t ix = xpress::latent_pack_index(R, H, B, q, e);
+        img[(size_t)q * xpress::kPackStageElems + e] = ix < 0 ? 0 : cat[ix];
+      }
+    T* dev;
+    CK(cudaMalloc(&dev, img.size() * 2));
+    CK(cudaMemcpy(dev, img.data(), img.size() * 2, cudaMemcpyHostToDevice));
+    ra.a.wpack = dev;
+  }
   constexpr k::LatentShape cs = k::latent_shape(R, H, 2, k::kLatentFixedCluster);  // the cluster tiling's K-splits
   ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), k::rows_kchunk1(cs),
                                     k::rows_kchunk3(cs));
@@ -91,8 +119,8 @@ int main(int argc, char** argv) {
   const int n1 = table ? 0 : ra.t.n1;  // with the table phase 1 streams nothing
   const int mix_end = n1 + ra.t.nmix;
   const int steps = mix_end + ra.t.n2 + ra.t.n3;
-  std::printf("%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
-              fixed ? "fixed" : "generic", table ? " table" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
+  std::printf("%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
+              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
   auto mean = [&](int from, int to) {
     double sum = 0;
     for (int i = 0; i < ctas; ++i) sum += pr[i * 64 + to] - pr[i * 64 + from];

@@ -1,7 +1,8 @@
 """Where the latent pass's two variants cross over, and the row-tile kernel's prefetch: in one
 process, latent_pass as the head calls it (the embedding-latent table) at each N given, under
 each XPRESS_EXT_LATENT_VARIANT given ("" = the launcher's own rule), without and with
-prefetch_weights, each timed three times (graph replay of 20 launches, µs), with the plan it took
+prefetch_weights (and prefetched with latent_pack_weights' stages, where the build has them),
+each timed three times (graph replay of 20 launches, µs), with the plan it took
 and whether every variant wrote the same bits.  ``--steps N,...``: then the top-C and
 full-vocabulary draft steps (K = 6) at those N, three timings each, with the drafts' id sum, for
 an A/B between two builds:
@@ -41,17 +42,20 @@ with torch.no_grad():
         inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
         args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
         table = ops.latent_embed_table(inp["w1"], inp["wlat_t"])
+        # The packed weights (latent_pack_weights, builds since session 45), as the head passes them.
+        pack = ops.latent_pack_weights(*args[4:]) if hasattr(ops, "latent_pack_weights") else None
         lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
         digests = set()
         for variant in VARIANTS:
             os.environ["XPRESS_EXT_LATENT_VARIANT"] = variant
             plan = list(torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, DTYPE, 0))
             line = []
-            for prefetch in (False, True):
-                def fn(i, prefetch=prefetch):
-                    ops.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=prefetch, emb_lat=table)
+            for prefetch, packed in ((False, False), (True, False)) + (((True, True),) if pack is not None else ()):
+                def fn(i, prefetch=prefetch, kw=dict(wpack=pack) if packed else {}):
+                    ops.latent_pass(*args[:3], lat, *args[3:], prefetch_weights=prefetch, emb_lat=table, **kw)
                 us = [timing.cuda_graph_us(fn) for _ in range(3)]
-                line.append(f"{'prefetch' if prefetch else 'plain'} {' / '.join(f'{u:.2f}' for u in us)}")
+                name = ("prefetch" if prefetch else "plain") + (" packed" if packed else "")
+                line.append(f"{name} {' / '.join(f'{u:.2f}' for u in us)}")
                 digests.add(digest(lat))
             kind = f"rows{plan[7]} tiles={plan[8]}" if plan[7] else f"cluster groups={plan[6]} rows={plan[2]} tail={plan[11]}"
             print(f"{tag} N={N} variant={variant or 'rule'} ({kind}): {'; '.join(line)} us", flush=True)

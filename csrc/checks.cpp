@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/latent_pack.h"
+
 namespace xpress {
 
 void check_dtype(const char* op, const char* name, const at::Tensor& t, c10::ScalarType expected) {
@@ -96,7 +98,8 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
                              const at::Tensor& lat_out, const at::Tensor& w1,
                              const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                              const at::Tensor& wg_t, const at::Tensor& wu_t,
-                             const at::Tensor& wd_t, const std::optional<at::Tensor>& emb_lat) {
+                             const at::Tensor& wd_t, const std::optional<at::Tensor>& emb_lat,
+                             const std::optional<at::Tensor>& wpack) {
   constexpr const char* op = "latent_pass";
   check_same_device(op, {{"blk", &blk}, {"tok_am1", &tok_am1}, {"xh", &xh}, {"lat_out", &lat_out},
                          {"w1", &w1}, {"wlat_t", &wlat_t}, {"mix_kjc", &mix_kjc}, {"wg_t", &wg_t},
@@ -170,6 +173,59 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
     check_inner_stride(op, "emb_lat", e);
     check_writable(op, {"lat_out", &lat_out}, {{"emb_lat", &e}});
   }
+  if (wpack.has_value()) {
+    const at::Tensor& w = *wpack;
+    check_same_device(op, {{"blk", &blk}, {"wpack", &w}});
+    TORCH_CHECK_TYPE(w.scalar_type() == dtype, op, ": wpack must have xh's dtype ", dtype, ", got ", w.scalar_type());
+    TORCH_CHECK_VALUE(dtype == at::kBFloat16 || dtype == at::kHalf, op,
+                      ": wpack (latent_pack_weights) is defined for bfloat16 and float16 weights, got ", dtype);
+    TORCH_CHECK_VALUE(latent_pack_defined(d.R, d.H, d.B), op,
+                      ": wpack (latent_pack_weights) is defined for R = 256, H a multiple of 256 and B <= 64, got R = ",
+                      d.R, ", H = ", d.H, ", B = ", d.B);
+    check_dim(op, "wpack", w, 2);
+    check_size(op, "wpack", w, 0, latent_pack_stages(static_cast<int>(d.R), static_cast<int>(d.H), static_cast<int>(d.B)),
+               "latent_pack_weights' stages for (R, H, B)");
+    check_size(op, "wpack", w, 1, kPackStageElems, "elements of a 32 KB stage");
+    TORCH_CHECK_VALUE(w.is_contiguous() && reinterpret_cast<uintptr_t>(w.const_data_ptr()) % 16 == 0, op,
+                      ": wpack must be contiguous and 16-byte aligned (as latent_pack_weights returns it)");
+    check_writable(op, {"lat_out", &lat_out}, {{"wpack", &w}});
+  }
+  return d;
+}
+
+LatentPackDims check_latent_pack_weights(const at::Tensor& wlat_t, const at::Tensor& mix_kjc, const at::Tensor& wg_t,
+                                         const at::Tensor& wu_t, const at::Tensor& wd_t) {
+  constexpr const char* op = "latent_pack_weights";
+  check_same_device(op, {{"wlat_t", &wlat_t}, {"mix_kjc", &mix_kjc}, {"wg_t", &wg_t}, {"wu_t", &wu_t}, {"wd_t", &wd_t}});
+  const auto dtype = wlat_t.scalar_type();
+  TORCH_CHECK_TYPE(dtype == at::kBFloat16 || dtype == at::kHalf, op,
+                   ": wlat_t must be bfloat16 or float16 (the packed stages are 16-bit), got ", dtype);
+  for (const NamedTensor& nt : {NamedTensor{"mix_kjc", &mix_kjc}, NamedTensor{"wg_t", &wg_t},
+                                NamedTensor{"wu_t", &wu_t}, NamedTensor{"wd_t", &wd_t}}) {
+    TORCH_CHECK_TYPE(nt.second->scalar_type() == dtype, op, ": ", nt.first, " must have wlat_t's dtype ", dtype,
+                     ", got ", nt.second->scalar_type());
+  }
+  check_dim(op, "wlat_t", wlat_t, 2);
+  check_dim(op, "mix_kjc", mix_kjc, 3);
+  check_dim(op, "wg_t", wg_t, 2);
+  check_dim(op, "wu_t", wu_t, 2);
+  check_dim(op, "wd_t", wd_t, 2);
+  LatentPackDims d{};
+  d.R = wlat_t.size(0);
+  d.B = mix_kjc.size(0);
+  d.H = wg_t.size(1);
+  check_size(op, "wlat_t", wlat_t, 1, d.R, "R = wlat_t.shape[0]");
+  check_size(op, "mix_kjc", mix_kjc, 1, d.B, "B = mix_kjc.shape[0]");
+  check_size(op, "mix_kjc", mix_kjc, 2, d.R, "R = wlat_t.shape[0]");
+  check_size(op, "wg_t", wg_t, 0, d.R, "R = wlat_t.shape[0]");
+  check_size(op, "wu_t", wu_t, 0, d.R, "R = wlat_t.shape[0]");
+  check_size(op, "wu_t", wu_t, 1, d.H, "H = wg_t.shape[1]");
+  check_size(op, "wd_t", wd_t, 0, d.H, "H = wg_t.shape[1]");
+  check_size(op, "wd_t", wd_t, 1, d.R, "R = wlat_t.shape[0]");
+  TORCH_CHECK_VALUE(latent_pack_defined(d.R, d.H, d.B), op,
+                    ": the packed layout is defined for R = 256, H a multiple of 256 and 1 <= B <= 64, got R = ", d.R,
+                    ", H = ", d.H, ", B = ", d.B);
+  d.stages = latent_pack_stages(static_cast<int>(d.R), static_cast<int>(d.H), static_cast<int>(d.B));
   return d;
 }
 

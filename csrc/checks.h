@@ -47,7 +47,15 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
                              const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                              const at::Tensor& wg_t, const at::Tensor& wu_t,
                              const at::Tensor& wd_t,
-                             const std::optional<at::Tensor>& emb_lat = std::nullopt);
+                             const std::optional<at::Tensor>& emb_lat = std::nullopt,
+                             const std::optional<at::Tensor>& wpack = std::nullopt);
+// latent_pack_weights(wlat_t, mix_kjc, wg_t, wu_t, wd_t): one 16-bit dtype, one device, the
+// shapes of latent_pass's weights with R = 256 and H a multiple of 256 (latent_pack.h).
+struct LatentPackDims {
+  int64_t B, R, H, stages;
+};
+LatentPackDims check_latent_pack_weights(const at::Tensor& wlat_t, const at::Tensor& mix_kjc, const at::Tensor& wg_t,
+                                         const at::Tensor& wu_t, const at::Tensor& wd_t);
 // latent_embed_table(w1, wlat_t): w1 [V, R], wlat_t [R, R], one floating dtype, one device,
 // unit stride along R.
 struct LatentTableDims {

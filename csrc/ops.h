@@ -16,9 +16,13 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
                      at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                      const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
                      const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights,
-                     const std::optional<at::Tensor>& emb_lat);
+                     const std::optional<at::Tensor>& emb_lat, const std::optional<at::Tensor>& wpack);
 // [V, R] fp32: w1 @ wlat_t summed as that backend's latent_pass sums phase 1, for its emb_lat.
 at::Tensor latent_embed_table_cpu(const at::Tensor& w1, const at::Tensor& wlat_t);
+// [stages, 16384] of the weights' 16-bit dtype: latent_pass's weights as the row-tile kernel's
+// stages (kernels/latent_pack.h), for its wpack; every backend (latent_pack.cpp).
+at::Tensor latent_pack_weights(const at::Tensor& wlat_t, const at::Tensor& mix_kjc, const at::Tensor& wg_t,
+                               const at::Tensor& wu_t, const at::Tensor& wd_t);
 void add_argmax_to_blk_cpu(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk);
 void readout_argmax_to_blk_cpu(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,
                                const std::optional<at::Tensor>& bias, bool prefetch_weights, bool reverse);
@@ -46,7 +50,7 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
                       at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                       const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
                       const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights,
-                      const std::optional<at::Tensor>& emb_lat);
+                      const std::optional<at::Tensor>& emb_lat, const std::optional<at::Tensor>& wpack);
 at::Tensor latent_embed_table_cuda(const at::Tensor& w1, const at::Tensor& wlat_t);
 void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk);
 void readout_argmax_to_blk_cuda(const at::Tensor& base, const at::Tensor& lat, const at::Tensor& w2, at::Tensor& blk,

@@ -9,8 +9,9 @@ TORCH_LIBRARY(xpress_ext, m) {
   m.def(
       "latent_pass(Tensor blk, Tensor tok_am1, Tensor xh, Tensor(a!) lat_out, Tensor w1, "
       "Tensor wlat_t, Tensor mix_kjc, Tensor wg_t, Tensor wu_t, Tensor wd_t, "
-      "bool do_mlp=True, bool prefetch_weights=False, Tensor? emb_lat=None) -> ()");
+      "bool do_mlp=True, bool prefetch_weights=False, Tensor? emb_lat=None, Tensor? wpack=None) -> ()");
   m.def("latent_embed_table(Tensor w1, Tensor wlat_t) -> Tensor");
+  m.def("latent_pack_weights(Tensor wlat_t, Tensor mix_kjc, Tensor wg_t, Tensor wu_t, Tensor wd_t) -> Tensor");
   m.def("add_argmax_to_blk(Tensor base, Tensor? bias, Tensor(a!) blk) -> ()");
   m.def(
       "readout_argmax_to_blk(Tensor base, Tensor lat, Tensor w2, Tensor(a!) blk, Tensor(b!)? bias=None, "
@@ -42,6 +43,7 @@ TORCH_LIBRARY(xpress_ext, m) {
 TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("latent_pass", &xpress::latent_pass_cpu);
   m.impl("latent_embed_table", &xpress::latent_embed_table_cpu);
+  m.impl("latent_pack_weights", &xpress::latent_pack_weights);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cpu);
   m.impl("readout_argmax_to_blk", &xpress::readout_argmax_to_blk_cpu);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
@@ -57,6 +59,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
 TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("latent_pass", &xpress::latent_pass_cuda);
   m.impl("latent_embed_table", &xpress::latent_embed_table_cuda);
+  m.impl("latent_pack_weights", &xpress::latent_pack_weights);
   m.impl("add_argmax_to_blk", &xpress::add_argmax_to_blk_cuda);
   m.impl("readout_argmax_to_blk", &xpress::readout_argmax_to_blk_cuda);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);

@@ -70,6 +70,28 @@ def test_latent_table_same_drafts(device, dtype, topc):
         assert torch.equal(a, b)
 
 
+@needs_cuda
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_packed_weights_same_drafts(topc):
+    """At R = 256 on CUDA the head keeps latent_pack_weights' stages beside its weights and each
+    pass hands them to latent_pass (N = 40: the row-tile kernel compiled for the head, which
+    reads them): the same blocks as without them, and a reload refills them in place."""
+    head = draft.make_synthetic_head(V, B, 256, 512, HIDDEN, dtype=torch.bfloat16, device="cuda", seed=3,
+                                     max_num_reqs=40, topc=topc)
+    pack = head._fused_buf["wpack"]
+    assert pack.shape == (32, 64 * 256) and pack.dtype == torch.bfloat16
+    inputs = step_inputs(head, 40, "cuda")
+    with_pack = [head.jacobi_refine_greedy(*inputs, k).clone() for k in (1, 6)]
+    ptr = pack.data_ptr()
+    head.process_weights_after_loading()
+    assert head._fused_buf["wpack"].data_ptr() == ptr
+    del head._fused_buf["wpack"]
+    without = [head.jacobi_refine_greedy(*inputs, k) for k in (1, 6)]
+    for a, b in zip(with_pack, without):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("topc", [0, 64])
 @torch.no_grad()

@@ -287,13 +287,14 @@ def test_every_kernel_waits_before_it_touches_memory():
                                                        "wu_s", "wd", "wd_s", "vec_weights", "vec_mix"}, body
     # the row-tile latent kernel: before its wait only the mbarriers' set-up and, in the build
     # compiled for the head with prefetch_weights, thread 0's TMA loads of the first stages (the
-    # weights, through their tensor maps); the copy lambdas read the weights only
+    # weights, through their tensor maps or their packed image, wpack); the copy lambdas read the
+    # weights only
     rows = (CSRC / "kernels" / "latent_rows.cuh").read_text()
     body = rows[rows.index("latent_rows_kernel(const __grid_constant__"):]
     pre_wait = body[:body.index("\n  grid_dependency_sync();")]
     assert set(re.findall(r"\bp\.(\w+)", pre_wait)) <= {"N", "B", "H", "do_mlp", "prefetch_weights", "vec_weights",
                                                         "vec_mix", "mix_sk", "mix_sj", "wlat", "wlat_s", "mix", "wg",
-                                                        "wg_s", "wu", "wu_s", "wd", "wd_s"}, pre_wait
+                                                        "wg_s", "wu", "wu_s", "wd", "wd_s", "wpack"}, pre_wait
     assert set(re.findall(r"\bargs\.(\w+)", pre_wait)) <= {"a", "t", "maps"}, pre_wait
     assert "const bool early = kTma && p.prefetch_weights;" in pre_wait
     early = re.search(r"\n      if \(early\) \{\n(.*?)\n      \}\n", pre_wait, re.S).group(1)

@@ -199,6 +199,11 @@ class XPressRefinerHead(nn.Module):
         }
         if self.latent_table:
             fused["emb_lat"] = ops.latent_embed_table(self.w1.weight.detach(), fused["wlat_t"])
+        # The latent weights as the CUDA row-tile kernel's stages (1 MB at the canonical head), so
+        # that kernel fills each stage of its weight stream with one bulk copy: the same drafts.
+        if w.is_cuda and ops.latent_pack_defined(r, self.mlp_hidden, self.block_size, w.dtype):
+            fused["wpack"] = ops.latent_pack_weights(fused["wlat_t"], fused["mix_kjc"], fused["wg_t"],
+                                                     fused["wu_t"], fused["wd_t"])
         # No transposed W2 copy (the seed's "w2_t", 78 MB at V=152k): the readout is an NT GEMM
         # on w2.weight itself, as fast in cuBLAS and much faster in torch's CPU GEMM.
         same_layout = self._fused_buf is not None and self._fused_buf.keys() == fused.keys() and all(
@@ -489,7 +494,8 @@ class XPressRefinerHead(nn.Module):
         # between steps), so the kernel may copy them before the kernels ahead of it finish.
         ops.latent_pass(blk, step["tok_am1"], step["xh"], lat, self.w1.weight, buf["wlat_t"],
                         buf["mix_kjc"], buf["wg_t"], buf["wu_t"], buf["wd_t"], do_mlp=True,
-                        prefetch_weights=True, emb_lat=buf.get("emb_lat"))
+                        prefetch_weights=True, emb_lat=buf.get("emb_lat"),
+                        wpack=buf.get("wpack"))
         if "cand" in step:
             # Every other pass walks the candidates' rows from the last: it starts on the rows
             # the pass before read last, still in L2 (same bits either way).

@@ -26,6 +26,7 @@ def latent_pass(
     do_mlp: bool = True,
     prefetch_weights: bool = False,
     emb_lat: torch.Tensor | None = None,
+    wpack: torch.Tensor | None = None,
 ) -> None:
     """Latent stage of one Jacobi pass; writes ``lat_out[n, b-1, :]`` for slots b >= 1.
 
@@ -38,9 +39,14 @@ def latent_pass(
     ``wlat_t``, ``mix_kjc``, ``wg_t``, ``wu_t`` and ``wd_t`` before it waits for the kernels ahead
     of it on the stream (programmatic dependent launch), so the copies overlap them.  Pass True
     only when no kernel queued before this one writes those weights -- weights constant over a
-    draft step, as in XPressRefinerHead.  Same bits either way; the CPU ignores it."""
+    draft step, as in XPressRefinerHead.  Same bits either way; the CPU ignores it.
+
+    ``wpack``: ``latent_pack_weights(wlat_t, mix_kjc, wg_t, wu_t, wd_t)`` of these very weights
+    (rebuilt whenever they change): the CUDA row-tile kernel compiled for the head then fills
+    each 32 KB stage of its weight stream with one bulk copy.  Same bits; checked for shape,
+    dtype and device only -- packed from other weights it gives other results."""
     _ops.latent_pass.default(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp,
-                             prefetch_weights, emb_lat)
+                             prefetch_weights, emb_lat, wpack)
 
 
 def latent_embed_table(w1: torch.Tensor, wlat_t: torch.Tensor) -> torch.Tensor:
@@ -49,6 +55,21 @@ def latent_embed_table(w1: torch.Tensor, wlat_t: torch.Tensor) -> torch.Tensor:
     ``latent_pass(..., emb_lat=)``.  Built once per weight load: 4 * V * R bytes (156 MB at
     V = 151,936, R = 256)."""
     return _ops.latent_embed_table.default(w1, wlat_t)
+
+
+def latent_pack_weights(wlat_t: torch.Tensor, mix_kjc: torch.Tensor, wg_t: torch.Tensor, wu_t: torch.Tensor,
+                        wd_t: torch.Tensor) -> torch.Tensor:
+    """[stages, 16384] of the weights' dtype (bf16 / fp16): the weights as the CUDA row-tile
+    latent kernel's shared-memory stages, one after another (SPEC.md), for
+    ``latent_pass(..., wpack=)``.  Defined for R = 256, H a multiple of 256 and B <= 64 (28 + 4
+    stages, 1 MB, at the canonical head); built once per weight load."""
+    return _ops.latent_pack_weights.default(wlat_t, mix_kjc, wg_t, wu_t, wd_t)
+
+
+def latent_pack_defined(rank: int, mlp_hidden: int, block_size: int, dtype: torch.dtype) -> bool:
+    """Whether ``latent_pack_weights`` is defined for these sizes and dtype."""
+    return (rank == 256 and mlp_hidden > 0 and mlp_hidden % 256 == 0 and 1 <= block_size <= 64
+            and dtype in (torch.bfloat16, torch.float16))
 
 
 def add_argmax_to_blk(base: torch.Tensor, bias: torch.Tensor | None, blk: torch.Tensor) -> None:
@@ -192,13 +213,22 @@ def sconv_seq_metadata(
 # Fake kernels: ops that only write into caller buffers need no output for tracing.
 @torch.library.register_fake("xpress_ext::latent_pass")
 def _latent_pass_fake(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp=True,
-                      prefetch_weights=False, emb_lat=None):
+                      prefetch_weights=False, emb_lat=None, wpack=None):
     return None
 
 
 @torch.library.register_fake("xpress_ext::latent_embed_table")
 def _latent_embed_table_fake(w1, wlat_t):
     return w1.new_empty(w1.shape, dtype=torch.float32)
+
+
+@torch.library.register_fake("xpress_ext::latent_pack_weights")
+def _latent_pack_weights_fake(wlat_t, mix_kjc, wg_t, wu_t, wd_t):
+    R, B, H = wlat_t.shape[0], mix_kjc.shape[0], wg_t.shape[1]
+    torch._check(latent_pack_defined(R, H, B, wlat_t.dtype), lambda: "latent_pack_weights: R = 256, H % 256 == 0, B <= 64")
+    per = 64 // B
+    stages = R // 64 + (B + per - 1) // per + (H // R) * 2 * (R // 64) + H // 64
+    return wlat_t.new_empty((stages, 64 * 256))
 
 
 @torch.library.register_fake("xpress_ext::add_argmax_to_blk")

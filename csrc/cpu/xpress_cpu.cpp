@@ -148,9 +148,10 @@ void latent_pass_cpu(const at::Tensor& blk, const at::Tensor& tok_am1, const at:
                      const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
                      const at::Tensor& wd_t, bool do_mlp,
                      bool /*prefetch_weights: a scheduling hint for the CUDA kernel; same results*/,
-                     const std::optional<at::Tensor>& emb_lat) {
+                     const std::optional<at::Tensor>& emb_lat,
+                     const std::optional<at::Tensor>& wpack /*checked; the CUDA kernel's stage images*/) {
   const LatentDims d =
-      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, emb_lat);
+      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, emb_lat, wpack);
   if (d.N == 0 || d.B <= 1) return;
   check_latent_ids(d, blk, tok_am1);
   XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", c10::BFloat16, c10::Half, float, [&] {

@@ -299,7 +299,8 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
                         const at::Tensor& xh, at::Tensor& lat_out, const at::Tensor& w1,
                         const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
                         const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t,
-                        bool do_mlp, bool prefetch_weights, const std::optional<at::Tensor>& emb_lat) {
+                        bool do_mlp, bool prefetch_weights, const std::optional<at::Tensor>& emb_lat,
+                        const std::optional<at::Tensor>& wpack) {
   const int device = blk.get_device();
   const int R = static_cast<int>(d.R), H = static_cast<int>(d.H), B = static_cast<int>(d.B);
   const LatentPlan<T> plan = plan_latent_pass<T>(d.N, B, R, H, device);
@@ -363,6 +364,9 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     a.el_s = emb_lat->stride(0);
   }
   const int build = a.emb_lat != nullptr ? 1 : 0;
+  // The packed stages (checked: contiguous, 16-byte aligned, the layout's shape); only the row-tile
+  // kernel compiled for the head on sm_90a reads them, the other kernels read the weights.
+  if (wpack.has_value()) a.wpack = cptr<T>(*wpack);
 
   if (plan.rows_mt > 0) {
     k::LatentRowsArgs<T> ra{};
@@ -879,15 +883,15 @@ void latent_pass_cuda(const at::Tensor& blk, const at::Tensor& tok_am1, const at
                       at::Tensor& lat_out, const at::Tensor& w1, const at::Tensor& wlat_t,
                       const at::Tensor& mix_kjc, const at::Tensor& wg_t, const at::Tensor& wu_t,
                       const at::Tensor& wd_t, bool do_mlp, bool prefetch_weights,
-                      const std::optional<at::Tensor>& emb_lat) {
+                      const std::optional<at::Tensor>& emb_lat, const std::optional<at::Tensor>& wpack) {
   const LatentDims d =
-      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, emb_lat);
+      check_latent_pass(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, emb_lat, wpack);
   const c10::cuda::OptionalCUDAGuard guard(blk.device());
   if (d.N == 0 || d.B <= 1) return;
   if (validate_enabled()) check_latent_ids(d, blk, tok_am1);
   XPRESS_DISPATCH_FLOAT(xh.scalar_type(), "latent_pass", __nv_bfloat16, __half, float, [&] {
     launch_latent_pass<scalar_t>(d, blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t,
-                                 wd_t, do_mlp, prefetch_weights, emb_lat);
+                                 wd_t, do_mlp, prefetch_weights, emb_lat, wpack);
   });
 }
 

@@ -212,6 +212,17 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
 #endif
 }
 
+// `bytes` (a multiple of 16) of contiguous global memory into shared memory, completing on `bar`
+// (cp.async.bulk: the TMA unit's 1-D copy, no tensor map).  Both addresses 16-byte aligned.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+#endif
+}
+
 // Host: cuTensorMapEncodeTiled through the runtime's driver entry point, so nothing links
 // libcuda; nullptr where the driver has no such entry (callers then take a path without TMA).
 using TensorMapEncode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,

@@ -174,6 +174,11 @@ struct LatentArgs {
   bool vec_mix;      // ... of the mixer slice
   bool vec_xh;       // ... of the hidden-cache slice
   bool prefetch_weights;  // weight copies issued before the grid-dependency wait
+  // Optional (nullptr: none): latent_pack_weights(...) of these weights, the row-tile kernel's
+  // stages as they land in shared memory (latent_pack.h), one contiguous 32
+  // KB image a stage; the kernel compiled for the head then fills each stage with one bulk copy
+  // instead of tensor-map boxes.  Same bytes in shared memory, so the same bits.
+  const T* wpack;
   LatentTiling t;
 };
 

@@ -35,6 +35,7 @@
 // variant.
 #pragma once
 
+#include "latent_pack.h"
 #include "latent_pass.cuh"
 
 namespace xpress {
@@ -194,6 +195,11 @@ __host__ __device__ constexpr uint32_t rows_swizzled(int box_rows, int row, int 
   return static_cast<uint32_t>((col >> 6) * box_rows * 128 + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4) +
                                (col & 7) * 2);
 }
+
+// The packed weights (LatentArgs::wpack): latent_pack.h's stages are this kernel's.
+static_assert(kPackR == kRowsR && kPackStageK == kRowsStageK && kPackBox == kRowsTmaBox &&
+                  kPackStageElems * 2 == kRowsTmaStageBytes,
+              "latent_pack.h lays out this kernel's stages");
 
 template <typename T>
 struct LatentRowsArgs {
@@ -443,6 +449,10 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       uint64_t* bar = kWg && s >= mix_end ? &full_wg[s - mix_end] : &full[s % kStages];
       unsigned char* d = reinterpret_cast<unsigned char*>(dst);
       mbar_arrive_expect_tx(bar, kRowsTmaStageBytes);
+      if (kWg && p.wpack != nullptr) {  // the stage's image (latent_pack.h), one bulk copy
+        bulk_load(d, p.wpack + static_cast<int64_t>(s + t.n1 - n1) * kPackStageElems, kRowsTmaStageBytes, bar);
+        return;
+      }
       constexpr int kBoxes = R / kRowsTmaBox;
       if (s < n1) {
 #pragma unroll
