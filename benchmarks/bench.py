@@ -479,7 +479,7 @@ def record(rows, gbs, command, out_dir, settle=SETTLE_S):
         f.write("Every figure is a CUDA-graph replay (median µs per call; draft steps: per step of K=6 Jacobi\n"
                 "passes) except the \"eager\" column (this package's op launched from Python).  \"Triton\" is the\n"
                 "baseline written from the seeds (`benchmarks/baselines/`), \"torch\" is eager torch doing the\n"
-                "same math captured in a graph (latent_head is latent_pass as the head calls it: with the table of `latent_embed_table` and prefetched weights; for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand; for readout_argmax: the GEMM, the add and argmax, and as \"Triton\" the seed's pass, `torch.mm` into a bias and then its Triton argmax); all measured in one\n"
+                "same math captured in a graph (latent_head is latent_pass as the head calls it: with the table of `latent_embed_table`, the packed weights of `latent_pack_weights` and prefetched weights; for topc_select: `torch.topk(sorted=False)`; for gather_rows: `table[ids]`; for gather_gemv: `torch.bmm` over the rows gathered beforehand; for readout_argmax: the GEMM, the add and argmax, and as \"Triton\" the seed's pass, `torch.mm` into a bias and then its Triton argmax); all measured in one\n"
                 "process, every baseline checked against the reference before it was timed.  \"limit\" = bytes the\n"
                 "op must move / the measured read bandwidth.  Before each timing the suite idled as long as the\n"
                 f"GPU had been busy since its last idle, at most {env['settle_s']:g} s, so that no timing inherits the\n"

@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
     std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
   }
   std::printf(" | total %.0f\n", mean(0, 63));
+  std::printf("  mixer steps, thread 0 from its stage's landing: refill issued / its work done:");
+  for (int s = 0; s < ra.t.nmix && s < 8; ++s) std::printf(" %.0f / %.0f", mean(1 + n1 + s, 50 + s), mean(1 + n1 + s, 40 + s));
+  std::printf("\n");
 #ifdef ROWS_SUB
   if (!fixed) {
     // Thread 0's view of each step: work issued (from the barrier), copies issued, then the wait

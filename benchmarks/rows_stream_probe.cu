@@ -1,7 +1,7 @@
 // The row-tile latent kernel's weight stream alone (RESULTS.md, session 43: with phases 2 and 3 as
 // warpgroup MMAs its steps still take ~1.1 K cycles a 32 KB stage, ~29 B/clk an SM, and 100 CTAs
-// take as long as 128).  Written in session 43 and compiled there; NOT YET RUN on an H200 (the
-// session's device time was spent): its first run is the next session's first measurement.
+// take as long as 128).  Written in session 43; first run in session 44 (results below and in
+// RESULTS.md, sessions 44 and 45).
 //
 // One CTA of 512 consumer threads per "tile", as latent_rows_kernel: a ring of `stages` 32 KB
 // stages in shared memory (1024-byte aligned, 128-byte swizzle), filled with 2-D TMA boxes of the

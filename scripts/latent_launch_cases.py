@@ -9,7 +9,9 @@ N = 32, no MLP at N = 20; row tiles: 16 and 32 rows), the generic kernels at the
 (XPRESS_EXT_LATENT_FIXED=0), and shapes only the generic kernels take (B = 5 with H = 768,
 B = 20).  ``--table``: each case with the embedding-latent table instead (latent_embed_table,
 the kTable builds, weights prefetched as the head calls it); ``--prefetch``: without the table,
-weights prefetched (``prefetch_weights``); ``--cases 0,3``: only those cases."""
+weights prefetched (``prefetch_weights``); ``--pack``: with the table, also the packed weights
+(latent_pack_weights, where defined: 16-bit weights, R = 256), as the head passes them;
+``--cases 0,3``: only those cases."""
 import os
 import sys
 
@@ -33,7 +35,8 @@ CASES = [
     ((2, 20, 256, 512, 111), torch.float16, {}, True),
 ]
 
-TABLE = "--table" in sys.argv
+PACK = "--pack" in sys.argv
+TABLE = "--table" in sys.argv or PACK
 PREFETCH = "--prefetch" in sys.argv
 PICK = None
 if "--cases" in sys.argv:
@@ -50,11 +53,14 @@ for i, (shape, dtype, env, do_mlp) in enumerate(CASES):
         N, B, R = inp["xh"].shape
         out = torch.full((N, B - 1, R), float("nan"), dtype=dtype, device="cuda")
         table = xpress_ext.latent_embed_table(inp["w1"], inp["wlat_t"])
+        weights = [inp[k] for k in ("wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
+        pack = (xpress_ext.latent_pack_weights(*weights)
+                if PACK and xpress_ext.ops.latent_pack_defined(R, inp["wg_t"].shape[1], B, dtype) else None)
         xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], out, inp["w1"], inp["wlat_t"], inp["mix_kjc"],
-                               inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp, True, table)
+                               inp["wg_t"], inp["wu_t"], inp["wd_t"], do_mlp, True, table, pack)
     else:
         out = run_latent(inp, do_mlp=do_mlp, prefetch_weights=PREFETCH)
     torch.cuda.synchronize()
     assert not torch.isnan(out).any(), (shape, dtype, env, do_mlp)
-    print("N, B, R, H, V =", shape, dtype, env or "default", "mlp" if do_mlp else "no mlp", "table" if TABLE else "",
+    print("N, B, R, H, V =", shape, dtype, env or "default", "mlp" if do_mlp else "no mlp", "table" if TABLE else "", "pack" if PACK else "",
           "prefetch" if PREFETCH else "", "ok", flush=True)

@@ -146,7 +146,8 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
 
 // XPRESS_ROWS_PROBE (as the name of a device array) records clock64() in each CTA: [0] at
 // start, [1 + s] once step s's chunk has landed, [63] at the end; before the first step [60]
-// once the first stages' copies are issued, [61] before x's loads, [62] once x is stored.
+// once the first stages' copies are issued, [61] before x's loads, [62] once x is stored; in
+// mixer step m < 8, [50 + m] once thread 0 is past its refill and [40 + m] once its work is done.
 #ifdef XPRESS_ROWS_PROBE
 #define XPRESS_ROWS_MARK_IF(cond, k)                                              \
   do {                                                                            \
@@ -722,6 +723,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr int kMixCols = R / kMixV;    // threads a row
   for (int s = n1; s < mix_end; ++s) {
     begin_step(s);
+    XPRESS_ROWS_MARK_IF(tid == 0 && s - n1 < 8, 50 + s - n1);
     const int kb = (s - n1) * t.k_per_mix;
     const int nk = min(B, kb + t.k_per_mix) - kb;
     const int items = t.blocks * nk * kMixCols;
@@ -766,6 +768,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         for (int e = 0; e < kMixV; ++e) out[e] = from_float<T>(u[e]);
       }
     }
+    XPRESS_ROWS_MARK_IF(tid == 0 && s - n1 < 8, 40 + s - n1);
     if (p.do_mlp && s == n1) {  // rows past the tile's whole blocks (B not dividing 16 * MT)
       for (int it = t.blocks * B * (R / 2) + tid; it < rows * (R / 2); it += kLatentThreads) {
         const int r = it / (R / 2), c = (it % (R / 2)) * 2;
