@@ -94,6 +94,28 @@ bool validate_enabled() {
   return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
+namespace {
+
+// latent_pass's five weights against (R, B, H): wlat_t [R, R], mix_kjc [B, B, R], wg_t / wu_t
+// [R, H], wd_t [H, R]; r_what / b_what say where R and B come from.
+void check_latent_weight_sizes(const char* op, const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
+                               const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t, int64_t R,
+                               int64_t B, int64_t H, const char* r_what, const char* b_what) {
+  constexpr const char* h_what = "H = wg_t.shape[1]";
+  check_size(op, "wlat_t", wlat_t, 0, R, r_what);
+  check_size(op, "wlat_t", wlat_t, 1, R, r_what);
+  check_size(op, "mix_kjc", mix_kjc, 0, B, b_what);
+  check_size(op, "mix_kjc", mix_kjc, 1, B, b_what);
+  check_size(op, "mix_kjc", mix_kjc, 2, R, r_what);
+  check_size(op, "wg_t", wg_t, 0, R, r_what);
+  check_size(op, "wu_t", wu_t, 0, R, r_what);
+  check_size(op, "wu_t", wu_t, 1, H, h_what);
+  check_size(op, "wd_t", wd_t, 0, H, h_what);
+  check_size(op, "wd_t", wd_t, 1, R, r_what);
+}
+
+}  // namespace
+
 LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, const at::Tensor& xh,
                              const at::Tensor& lat_out, const at::Tensor& w1,
                              const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
@@ -143,16 +165,7 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
   check_size(op, "lat_out", lat_out, 1, d.B - 1, "B - 1");
   check_size(op, "lat_out", lat_out, 2, d.R, "R = xh.shape[2]");
   check_size(op, "w1", w1, 1, d.R, "R = xh.shape[2]");
-  check_size(op, "wlat_t", wlat_t, 0, d.R, "R = xh.shape[2]");
-  check_size(op, "wlat_t", wlat_t, 1, d.R, "R = xh.shape[2]");
-  check_size(op, "mix_kjc", mix_kjc, 0, d.B, "B = blk.shape[1]");
-  check_size(op, "mix_kjc", mix_kjc, 1, d.B, "B = blk.shape[1]");
-  check_size(op, "mix_kjc", mix_kjc, 2, d.R, "R = xh.shape[2]");
-  check_size(op, "wg_t", wg_t, 0, d.R, "R = xh.shape[2]");
-  check_size(op, "wu_t", wu_t, 0, d.R, "R = xh.shape[2]");
-  check_size(op, "wu_t", wu_t, 1, d.H, "H = wg_t.shape[1]");
-  check_size(op, "wd_t", wd_t, 0, d.H, "H = wg_t.shape[1]");
-  check_size(op, "wd_t", wd_t, 1, d.R, "R = xh.shape[2]");
+  check_latent_weight_sizes(op, wlat_t, mix_kjc, wg_t, wu_t, wd_t, d.R, d.B, d.H, "R = xh.shape[2]", "B = blk.shape[1]");
   for (const NamedTensor& nt :
        {NamedTensor{"blk", &blk}, NamedTensor{"tok_am1", &tok_am1}, NamedTensor{"xh", &xh},
         NamedTensor{"lat_out", &lat_out}, NamedTensor{"w1", &w1}, NamedTensor{"wlat_t", &wlat_t},
@@ -214,14 +227,8 @@ LatentPackDims check_latent_pack_weights(const at::Tensor& wlat_t, const at::Ten
   d.R = wlat_t.size(0);
   d.B = mix_kjc.size(0);
   d.H = wg_t.size(1);
-  check_size(op, "wlat_t", wlat_t, 1, d.R, "R = wlat_t.shape[0]");
-  check_size(op, "mix_kjc", mix_kjc, 1, d.B, "B = mix_kjc.shape[0]");
-  check_size(op, "mix_kjc", mix_kjc, 2, d.R, "R = wlat_t.shape[0]");
-  check_size(op, "wg_t", wg_t, 0, d.R, "R = wlat_t.shape[0]");
-  check_size(op, "wu_t", wu_t, 0, d.R, "R = wlat_t.shape[0]");
-  check_size(op, "wu_t", wu_t, 1, d.H, "H = wg_t.shape[1]");
-  check_size(op, "wd_t", wd_t, 0, d.H, "H = wg_t.shape[1]");
-  check_size(op, "wd_t", wd_t, 1, d.R, "R = wlat_t.shape[0]");
+  check_latent_weight_sizes(op, wlat_t, mix_kjc, wg_t, wu_t, wd_t, d.R, d.B, d.H, "R = wlat_t.shape[0]",
+                            "B = mix_kjc.shape[0]");
   TORCH_CHECK_VALUE(latent_pack_defined(d.R, d.H, d.B), op,
                     ": the packed layout is defined for R = 256, H a multiple of 256 and 1 <= B <= 64, got R = ", d.R,
                     ", H = ", d.H, ", B = ", d.B);
