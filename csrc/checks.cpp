@@ -96,6 +96,16 @@ bool validate_enabled() {
 
 namespace {
 
+// latent_pass's five weights: matrices, the mixer 3-D.
+void check_latent_weight_dims(const char* op, const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
+                              const at::Tensor& wg_t, const at::Tensor& wu_t, const at::Tensor& wd_t) {
+  check_dim(op, "wlat_t", wlat_t, 2);
+  check_dim(op, "mix_kjc", mix_kjc, 3);
+  check_dim(op, "wg_t", wg_t, 2);
+  check_dim(op, "wu_t", wu_t, 2);
+  check_dim(op, "wd_t", wd_t, 2);
+}
+
 // latent_pass's five weights against (R, B, H): wlat_t [R, R], mix_kjc [B, B, R], wg_t / wu_t
 // [R, H], wd_t [H, R]; r_what / b_what say where R and B come from.
 void check_latent_weight_sizes(const char* op, const at::Tensor& wlat_t, const at::Tensor& mix_kjc,
@@ -142,11 +152,7 @@ LatentDims check_latent_pass(const at::Tensor& blk, const at::Tensor& tok_am1, c
   check_dim(op, "xh", xh, 3);
   check_dim(op, "lat_out", lat_out, 3);
   check_dim(op, "w1", w1, 2);
-  check_dim(op, "wlat_t", wlat_t, 2);
-  check_dim(op, "mix_kjc", mix_kjc, 3);
-  check_dim(op, "wg_t", wg_t, 2);
-  check_dim(op, "wu_t", wu_t, 2);
-  check_dim(op, "wd_t", wd_t, 2);
+  check_latent_weight_dims(op, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
 
   LatentDims d{};
   d.N = blk.size(0);
@@ -218,11 +224,7 @@ LatentPackDims check_latent_pack_weights(const at::Tensor& wlat_t, const at::Ten
     TORCH_CHECK_TYPE(nt.second->scalar_type() == dtype, op, ": ", nt.first, " must have wlat_t's dtype ", dtype,
                      ", got ", nt.second->scalar_type());
   }
-  check_dim(op, "wlat_t", wlat_t, 2);
-  check_dim(op, "mix_kjc", mix_kjc, 3);
-  check_dim(op, "wg_t", wg_t, 2);
-  check_dim(op, "wu_t", wu_t, 2);
-  check_dim(op, "wd_t", wd_t, 2);
+  check_latent_weight_dims(op, wlat_t, mix_kjc, wg_t, wu_t, wd_t);
   LatentPackDims d{};
   d.R = wlat_t.size(0);
   d.B = mix_kjc.size(0);

@@ -1,4 +1,4 @@
-// The packed weights of the row-tile latent kernel (SPEC.md "latent_pack_weights"; LatentArgs::
+// The packed weights of the row-tile latent kernel (README.md, `latent_pack_weights`; LatentArgs::
 // wpack): the stages that kernel, compiled for the head on sm_90a, streams into shared memory,
 // each as the 32 KB it holds once its tensor-map boxes have landed, one after another.  With
 // them each stage is one contiguous bulk copy.  Shared by the op (any backend: an index_select
