@@ -1,4 +1,4 @@
-// latent_pack_weights (SPEC.md): latent_pass's weights as the row-tile kernel's stages
+// latent_pack_weights (README.md's op table): latent_pass's weights as the row-tile kernel's stages
 // (kernels/latent_pack.h), for latent_pass(..., wpack=).  One implementation for every backend:
 // an index_select over the weights laid one after another, with the indices latent_pack.h
 // computes on the host.  Built once per weight load (1 MB at the canonical head).

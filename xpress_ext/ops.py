@@ -44,7 +44,8 @@ def latent_pass(
     ``wpack``: ``latent_pack_weights(wlat_t, mix_kjc, wg_t, wu_t, wd_t)`` of these very weights
     (rebuilt whenever they change): the CUDA row-tile kernel compiled for the head then fills
     each 32 KB stage of its weight stream with one bulk copy.  Same bits; checked for shape,
-    dtype and device only -- packed from other weights it gives other results."""
+    dtype, layout, alignment and device, not values -- packed from other weights it gives other
+    results."""
     _ops.latent_pass.default(blk, tok_am1, xh, lat_out, w1, wlat_t, mix_kjc, wg_t, wu_t, wd_t, do_mlp,
                              prefetch_weights, emb_lat, wpack)
 
@@ -60,7 +61,7 @@ def latent_embed_table(w1: torch.Tensor, wlat_t: torch.Tensor) -> torch.Tensor:
 def latent_pack_weights(wlat_t: torch.Tensor, mix_kjc: torch.Tensor, wg_t: torch.Tensor, wu_t: torch.Tensor,
                         wd_t: torch.Tensor) -> torch.Tensor:
     """[stages, 16384] of the weights' dtype (bf16 / fp16): the weights as the CUDA row-tile
-    latent kernel's shared-memory stages, one after another (SPEC.md), for
+    latent kernel's shared-memory stages, one after another (layout: csrc/kernels/latent_pack.h), for
     ``latent_pass(..., wpack=)``.  Defined for R = 256, H a multiple of 256 and B <= 64 (28 + 4
     stages, 1 MB, at the canonical head); built once per weight load."""
     return _ops.latent_pack_weights.default(wlat_t, mix_kjc, wg_t, wu_t, wd_t)
