@@ -107,7 +107,7 @@ def latent_case(N, gen, head_call=False):
         nbytes=2 * ((0 if head_call else R * R) + B * B * R + 3 * R * H) + emb_bytes + 2 * (N * B * R + N * (B - 1) * R),
         info=dict(cluster=plan[0], rows_per_group=plan[2], grid_clusters=plan[5], groups=plan[6],
                   tile_rows=plan[7], tiles=plan[8], fixed=plan[9], full_groups=plan[10],
-                  tail_blocks=plan[11], scheduled_groups=plan[12]),
+                  tail_blocks=plan[11], scheduled_groups=plan[12], tile_ctas=plan[13]),
         baseline_ok=ok,
     )
 

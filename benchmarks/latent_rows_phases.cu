@@ -16,6 +16,8 @@
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90a,code=sm_90a \
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]
+// "pair": the kernel compiled for the head in clusters of two CTAs a tile, each streaming half of
+// phases 2 and 3 (latent_rows_kernel's kPair); the output hash must equal the single CTA's.
 // "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
 // head's kernel one bulk copy; the output hash must equal the tensor maps' one.
 #include <cuda_bf16.h>
@@ -68,8 +70,11 @@ int main(int argc, char** argv) {
   }
   // "packed" (any argument from the fourth on): latent_pack_weights' image of the weights, each
   // stage one bulk copy (the kernel compiled for the head, sm_90a).
-  bool packed = false;
-  for (int i = 3; i < argc; ++i) packed = packed || std::string(argv[i]) == "packed";
+  bool packed = false, pair = false;
+  for (int i = 3; i < argc; ++i) {
+    packed = packed || std::string(argv[i]) == "packed";
+    pair = pair || std::string(argv[i]) == "pair";
+  }
   if (packed) {
     const size_t RR = (size_t)R * R, MX = (size_t)B * B * R, RH = (size_t)R * H;
     std::vector<uint16_t> cat(RR + MX + 3 * RH), img;
@@ -102,25 +107,34 @@ int main(int argc, char** argv) {
   }
   auto pick = [&](auto tab) {
     constexpr bool kT = decltype(tab)::value;
+    if (pair) return mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512, kT, true> : k::latent_rows_kernel<T, 2, 16, 512, kT, true>;
     return fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512, kT> : k::latent_rows_kernel<T, 2, 16, 512, kT>)
                  : (mt == 1 ? k::latent_rows_kernel<T, 1, 0, 0, kT> : k::latent_rows_kernel<T, 2, 0, 0, kT>);
   };
+  if (pair && !fixed) {
+    std::printf("pair: the kernel compiled for the head only (fixed)\n");
+    return 1;
+  }
   auto kernel = table ? pick(std::true_type{}) : pick(std::false_type{});
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ra.t.smem_bytes));
   cudaStream_t stream;  // not the legacy default stream, which cannot be captured
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const LaunchTimes tm = time_launches(stream, [&](cudaStream_t st) {
-    kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes, st>>>(ra);
+    if (pair) {  // clusters of two CTAs a tile
+      launch_clusters(kernel, dim3(2 * tiles), k::kLatentThreads, ra.t.smem_bytes, st, 2, ra);
+    } else {
+      kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes, st>>>(ra);
+    }
     CK(cudaGetLastError());
   });
-  const int ctas = std::min(tiles, 4096);
+  const int ctas = std::min(pair ? 2 * tiles : tiles, 4096);
   std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
   CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
   const int n1 = table ? 0 : ra.t.n1;  // with the table phase 1 streams nothing
   const int mix_end = n1 + ra.t.nmix;
-  const int steps = mix_end + ra.t.n2 + ra.t.n3;
-  std::printf("%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
-              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
+  const int steps = mix_end + (ra.t.n2 + ra.t.n3) / (pair ? 2 : 1);
+  std::printf("%s%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
+              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", pair ? " pair" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
   auto mean = [&](int from, int to) {
     double sum = 0;
     for (int i = 0; i < ctas; ++i) sum += pr[i * 64 + to] - pr[i * 64 + from];
@@ -129,7 +143,7 @@ int main(int argc, char** argv) {
   std::printf(" start->step0 %.0f (copies issued %.0f, x's loads reached %.0f, x stored %.0f) |", mean(0, 1),
               mean(0, 60), mean(0, 61), mean(0, 62));
   for (int s = 0; s < steps; ++s) {
-    if (s == n1 || s == mix_end || s == mix_end + ra.t.n2) std::printf(" |");
+    if (s == n1 || s == mix_end || s == mix_end + ra.t.n2 / (pair ? 2 : 1)) std::printf(" |");
     std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
   }
   std::printf(" | total %.0f\n", mean(0, 63));

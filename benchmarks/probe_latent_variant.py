@@ -1,6 +1,6 @@
 """Where the latent pass's two variants cross over, and the row-tile kernel's prefetch: in one
 process, latent_pass as the head calls it (the embedding-latent table) at each N given, under
-each XPRESS_EXT_LATENT_VARIANT given ("" = the launcher's own rule), without and with
+each XPRESS_EXT_LATENT_VARIANT given ("" = the launcher's own rule; pairs16 from session 46), without and with
 prefetch_weights (and prefetched with latent_pack_weights' stages, where the build has them),
 each timed three times (graph replay of 20 launches, µs), with the plan it took
 and whether every variant wrote the same bits.  ``--steps N,...``: then the top-C and
@@ -9,6 +9,8 @@ an A/B between two builds:
 
     PYTHONPATH=$PWD python benchmarks/probe_latent_variant.py 48,64,80,90 ",cluster,rows16"
     for so in a b a b; do cp $so/_C.abi3.so xpress_ext/; PYTHONPATH=$PWD python benchmarks/probe_latent_variant.py 128 "" --steps 128,256 $so; done
+
+``--step-variants ",cluster"``: the steps under each variant given, in turn, twice (session 46).
 """
 import os
 import sys
@@ -23,6 +25,11 @@ steps = []
 if "--steps" in argv:
     i = argv.index("--steps")
     steps = [int(n) for n in argv[i + 1].split(",")]
+    del argv[i:i + 2]
+step_variants = [None]  # None: the steps under the launcher's rule only
+if "--step-variants" in argv:
+    i = argv.index("--step-variants")
+    step_variants = argv[i + 1].split(",") * 2  # each twice, alternating
     del argv[i:i + 2]
 NS = [int(n) for n in (argv[0] if argv else "64").split(",")]
 VARIANTS = (argv[1] if len(argv) > 1 else ",cluster,rows16,rows32").split(",")
@@ -57,7 +64,8 @@ with torch.no_grad():
                 name = ("prefetch" if prefetch else "plain") + (" packed" if packed else "")
                 line.append(f"{name} {' / '.join(f'{u:.2f}' for u in us)}")
                 digests.add(digest(lat))
-            kind = f"rows{plan[7]} tiles={plan[8]}" if plan[7] else f"cluster groups={plan[6]} rows={plan[2]} tail={plan[11]}"
+            pairs = " pairs" if len(plan) > 13 and plan[13] == 2 else ""  # 2 CTAs a tile (builds since session 46)
+            kind = f"rows{plan[7]}{pairs} tiles={plan[8]}" if plan[7] else f"cluster groups={plan[6]} rows={plan[2]} tail={plan[11]}"
             print(f"{tag} N={N} variant={variant or 'rule'} ({kind}): {'; '.join(line)} us", flush=True)
         os.environ.pop("XPRESS_EXT_LATENT_VARIANT", None)
         print(f"{tag} N={N}: {'same bits' if len(digests) == 1 else 'BITS DIFFER'} across variants", flush=True)
@@ -67,7 +75,13 @@ with torch.no_grad():
             head.topc = C if path == "topc" else 0
             for N in steps:
                 inputs = draft.make_step_inputs(head, N, DTYPE, "cuda", seed=N)
-                out = head.jacobi_refine_greedy(*inputs, K).clone()
-                us = [timing.cuda_graph_us(lambda i: head.jacobi_refine_greedy(*inputs, K), 1, calls=3) for _ in range(3)]
-                print(f"{tag} {path} step N={N}: {' / '.join(f'{u:.1f}' for u in us)} us; id sum {int(out.sum())}",
-                      flush=True)
+                for variant in step_variants:
+                    if variant is not None:
+                        os.environ["XPRESS_EXT_LATENT_VARIANT"] = variant
+                    out = head.jacobi_refine_greedy(*inputs, K).clone()
+                    us = [timing.cuda_graph_us(lambda i: head.jacobi_refine_greedy(*inputs, K), 1, calls=3)
+                          for _ in range(3)]
+                    name = "" if variant is None else f" variant={variant or 'rule'}"
+                    print(f"{tag} {path} step N={N}{name}: {' / '.join(f'{u:.1f}' for u in us)} us; id sum "
+                          f"{int(out.sum())}", flush=True)
+                os.environ.pop("XPRESS_EXT_LATENT_VARIANT", None)

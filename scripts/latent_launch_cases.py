@@ -5,7 +5,8 @@ the whole test file (docs/RELIABILITY.md, session 11):
         --kernel-name kns=xpress --error-exitcode 1 python scripts/latent_launch_cases.py
 
 Cases: both variants' kernels compiled for the canonical head (cluster: bf16 N = 1, fp16
-N = 32, no MLP at N = 20; row tiles: 16 and 32 rows), the generic kernels at the same head
+N = 32, no MLP at N = 20; row tiles: 16 and 32 rows, and 16-row tiles in pairs of CTAs with and
+without the MLP, cases 9 and 10, where the build runs pairs), the generic kernels at the same head
 (XPRESS_EXT_LATENT_FIXED=0), and shapes only the generic kernels take (B = 5 with H = 768,
 B = 20).  ``--table``: each case with the embedding-latent table instead (latent_embed_table,
 the kTable builds, weights prefetched as the head calls it); ``--prefetch``: without the table,
@@ -33,6 +34,8 @@ CASES = [
     ((3, *HEAD), torch.bfloat16, {"XPRESS_EXT_LATENT_VARIANT": "rows16", "XPRESS_EXT_LATENT_FIXED": "0"}, True),
     ((3, 5, 256, 768, 300), torch.bfloat16, {}, True),
     ((2, 20, 256, 512, 111), torch.float16, {}, True),
+    ((3, *HEAD), torch.bfloat16, {"XPRESS_EXT_LATENT_VARIANT": "pairs16"}, True),
+    ((2, *HEAD), torch.float16, {"XPRESS_EXT_LATENT_VARIANT": "pairs16"}, False),
 ]
 
 PACK = "--pack" in sys.argv

@@ -28,6 +28,10 @@ except ImportError:
 # readout_argmax_to_blk runs its warpgroup-MMA kernel past 16 rows: an sm_90a build on a GPU of
 # compute capability 9.0.
 READOUT_GEMM = BUILT_WGMMA and HAS_CUDA and torch.cuda.get_device_capability() == (9, 0)
+# latent_pass's row-tile kernel compiled for the head runs a 16-row tile in a pair of CTAs
+# (latent_pass_plan's index 13 is 2) where its phases 2 and 3 are warpgroup MMAs: the same
+# condition.
+LATENT_PAIRS = READOUT_GEMM
 V_FULL = 40_000 if SANITIZE else 151_936
 
 

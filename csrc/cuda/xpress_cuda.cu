@@ -114,7 +114,8 @@ struct LatentPlan {
   int grid_clusters;       // clusters launched (persistent: each walks groups)
   int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
   k::LatentRowsTiling rows;
-  int64_t row_tiles;       // CTAs of the row-tile variant
+  int64_t row_tiles;       // tiles of the row-tile variant
+  int tile_ctas;           // CTAs a tile: 1, or 2 for the head's kernel in pairs (kPair)
   bool fixed;              // the variant's kernel compiled for this head runs (the row-tile one: where
                            // encode_latent_rows_maps maps the weights, else the generic one)
   // The cluster variant's build, and the row-tile variant's (rows_mt > 0): [0] without the
@@ -124,9 +125,10 @@ struct LatentPlan {
 };
 
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
-// 1 / 2 the row-tile variant with 16 / 32 rows per CTA.
+// 1 / 2 the row-tile variant with 16 / 32 rows per CTA, 3 its 16-row tiles in pairs of CTAs
+// where the head's kernel can run them (else one CTA a tile).
 int forced_latent_variant() {
-  return env_choice("XPRESS_EXT_LATENT_VARIANT", {"cluster", "rows16", "rows32"}, -1);
+  return env_choice("XPRESS_EXT_LATENT_VARIANT", {"cluster", "rows16", "rows32", "pairs16"}, -1);
 }
 
 // Whether the kernels compiled for the canonical head may run (XPRESS_EXT_LATENT_FIXED=0: the
@@ -162,13 +164,16 @@ auto latent_cluster_kernel(int B, int R, int H, int cluster, bool fixed_enabled,
 }
 
 // The row-tile variant's build: the head's when the plan's K-splits are the ones it has as
-// constants (they are whenever the cluster tiling is the kFixedCluster one).
+// constants (they are whenever the cluster tiling is the kFixedCluster one); `pair`: its 16-row
+// build that runs a tile in a cluster of two CTAs (the planner checks that the build has it, pairs_built).
 template <typename T, bool kTable>
-auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool fixed_enabled, bool* fixed) {
+auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool fixed_enabled, bool* fixed,
+                            bool pair = false) {
   constexpr k::LatentShape c = k::latent_shape(kFixedR, kFixedH, 2, kFixedCluster);
   *fixed = sizeof(T) == 2 && B == kFixedB && H == kFixedH && fixed_enabled && rt.kchunk1 == k::rows_kchunk1(c) &&
            rt.kchunk3 == k::rows_kchunk3(c);
   if constexpr (sizeof(T) == 2) {
+    if (*fixed && pair && mt == 1) return k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable, true>;
     if (*fixed) {
       return mt == 1 ? k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable>
                      : k::latent_rows_kernel<T, 2, kFixedB, kFixedH, kTable>;
@@ -270,15 +275,37 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   const bool rows_head = rows_ok && B == kFixedB && H == kFixedH && fixed_enabled &&
                          k::rows_kchunk1(plan.tiling) == k::rows_kchunk1(head) &&
                          k::rows_kchunk3(plan.tiling) == k::rows_kchunk3(head);
+  // In pairs (kPair: the head's 16-row kernel, whose phases 2 and 3 are warpgroup MMAs, so an
+  // sm_90a build on compute capability 9.0), each CTA of a tile streams 16 of the 28 stages.
+  // Pairs take over from the cluster variant once it needs a second round of groups (N >= 31 on
+  // an H200) while every tile's pair is co-resident (N <= 66 on an H200's 132 SMs); past that,
+  // one CTA a tile as above.  H200, as the head calls it (table, prefetched, packed weights),
+  // session 46, probe_latent_variant.py, us at N = 24 / 30 / 31 / 36 / 48 / 64 / 66 / 67: cluster
+  // 10.0 / 10.7 / 13.9 / 14.6 / 17.2 / 21.8 / 22.0 / 22.0, rows16 15.1 / 15.1 / 15.3 / 15.1 /
+  // 15.3 / 15.4 / 15.3 / 15.3, pairs 13.2 / 13.4 / 13.3 / 13.3 / 13.5 / 13.7 / 13.7 / 25.0 (two
+  // waves).  Same bits every way.
+#ifdef XPRESS_EXT_WGMMA
+  const bool pairs_built = rows_head && prop->major == 9 && prop->minor == 0;
+#else
+  const bool pairs_built = false;
+#endif
   const int64_t whole_rounds = plan.tail_blocks > 0 ? plan.full_groups / plan.max_clusters
                                                     : (plan.sched_groups + plan.max_clusters - 1) / plan.max_clusters;
+  const bool second_round = plan.groups > plan.max_clusters;
   int mt = 0;
-  if (rows_ok && (whole_rounds >= 3 || (rows_head && 4 * plan.groups > 5 * static_cast<int64_t>(plan.max_clusters)))) {
+  bool pair = false;
+  if (rows_ok && (whole_rounds >= 3 || (rows_head && 4 * plan.groups > 5 * static_cast<int64_t>(plan.max_clusters)) ||
+                  (pairs_built && second_round))) {
     const int64_t tiles16 = B <= 16 ? (N + 16 / B - 1) / (16 / B) : std::numeric_limits<int64_t>::max();
     mt = tiles16 <= prop->multiProcessorCount ? 1 : 2;
+    pair = pairs_built && mt == 1;  // while the pairs are co-resident (below)
   }
   const int forced = forced_latent_variant();
-  if (forced >= 0) mt = (forced == 0 || !rows_ok || 16 * forced < B) ? 0 : forced;
+  if (forced >= 0) {
+    const int want = forced == 3 ? 1 : forced;  // pairs16: 16-row tiles
+    mt = (want == 0 || !rows_ok || 16 * want < B) ? 0 : want;
+    pair = forced == 3 && mt == 1 && pairs_built;
+  }
   if (mt > 0) {
     const int stages = mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>();
     const k::LatentRowsTiling rt = k::make_latent_rows_tiling(R, H, B, mt, stages, k::rows_kchunk1(plan.tiling),
@@ -287,8 +314,17 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
       plan.rows_mt = mt;
       plan.rows = rt;
       plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
-      plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, rt, fixed_enabled, &plan.fixed);
-      plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, rt, fixed_enabled, &plan.fixed);
+      auto kernels = [&](bool in_pairs) {
+        plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, rt, fixed_enabled, &plan.fixed, in_pairs);
+        plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, rt, fixed_enabled, &plan.fixed, in_pairs);
+        plan.tile_ctas = in_pairs ? 2 : 1;
+      };
+      kernels(pair);
+      if (pair && forced != 3) {  // every tile's pair co-resident, else one CTA a tile
+        const int pairs = std::min(max_active_clusters(plan.rows_kernel[0], device, 2, rt.smem_bytes),
+                                   max_active_clusters(plan.rows_kernel[1], device, 2, rt.smem_bytes));
+        if (plan.row_tiles > pairs) kernels(false);
+      }
     }
   }
   return plan;
@@ -375,14 +411,16 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     auto kernel = plan.rows_kernel[build];
     // The head's kernel streams its weights by TMA; weights it cannot map (not in whole 16-byte
     // rows, a mixer not evenly strided) take the generic kernel, which gives the same bits.
+    int ctas = plan.tile_ctas;
     if (plan.fixed && !k::encode_latent_rows_maps(ra)) {
       bool generic_fixed = false;
       kernel = build ? latent_rows_kernel_for<T, true>(plan.rows_mt, B, H, plan.rows, false, &generic_fixed)
                      : latent_rows_kernel_for<T, false>(plan.rows_mt, B, H, plan.rows, false, &generic_fixed);
+      ctas = 1;
     }
     allow_max_smem(kernel, device);
-    launch_kernel(kernel, dim3(static_cast<unsigned>(plan.row_tiles)), dim3(k::kLatentThreads),
-                  plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), 1, ra);
+    launch_kernel(kernel, dim3(static_cast<unsigned>(plan.row_tiles * ctas)), dim3(k::kLatentThreads),
+                  plan.rows.smem_bytes, at::cuda::getCurrentCUDAStream(device).stream(), ctas, ra);
     return;
   }
   launch_kernel(plan.cluster_kernel[build], dim3(plan.grid_clusters * plan.tiling.cluster),
@@ -954,7 +992,7 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
     return std::vector<int64_t>{p.tiling.cluster, p.tiling.blocks_per_group, p.tiling.rows,
                                 static_cast<int64_t>(p.tiling.smem_bytes), p.max_clusters,
                                 p.grid_clusters, p.groups, 16 * p.rows_mt, p.row_tiles,
-                                p.fixed ? 1 : 0, p.full_groups, p.tail_blocks, p.sched_groups};
+                                p.fixed ? 1 : 0, p.full_groups, p.tail_blocks, p.sched_groups, p.tile_ctas};
   });
 }
 

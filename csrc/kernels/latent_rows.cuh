@@ -354,7 +354,15 @@ __device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 // the canonical head 12-15 % faster than the generic kernel (H200, latent_rows_phases.cu,
 // same bits).
 // kTable: p.emb_lat is given (latent_pass_kernel's kTable).
-template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false>
+#ifndef XPRESS_ROWS_WGMMA
+#define XPRESS_ROWS_WGMMA 1
+#endif
+// kPair (the kernel compiled for the head on sm_90a, H = 2 R; launched in clusters of two CTAs
+// a tile): CTA `rank` of the pair streams only its panel of hidden units (phase 2) and its
+// K-split of W_d (phase 3) -- 16 stages instead of 28 at the head -- and rank 1 hands its
+// split's sum to rank 0 through distributed shared memory, which folds it second (v += acc, the
+// same order) and writes the tile: the same bits with half the weights a CTA.
+template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false, bool kPair = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
   constexpr int kStages = rows_stages<MT>();
@@ -375,8 +383,23 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int warp = tid >> 5;
   const int col0 = warp * S * 8;
   const int rows = 16 * MT;
-  const int n0 = blockIdx.x * t.blocks;
+#if defined(XPRESS_WGMMA)
+  constexpr bool kP = kPair && kFixed && sizeof(T) == 2 && XPRESS_ROWS_WGMMA;
+#else
+  constexpr bool kP = false;
+#endif
+  static_assert(!kP || kH == 2 * kRowsR, "a pair: one panel of hidden units and one K-split a CTA");
+  // A pair is a cluster of two along x: its rank is blockIdx.x's low bit.  A build without the
+  // warpgroup MMAs (not sm_90a), or a pass without the MLP (the mixer writes the output), runs
+  // the whole tile in rank 0; the launcher pairs only the sm_90a build, this keeps any launch exact.
+  const int rank = kPair ? static_cast<int>(blockIdx.x & 1) : 0;
+  if (kPair && rank == 1 && (!kP || !p.do_mlp)) return;
+  const int n0 = (kPair ? blockIdx.x / 2 : blockIdx.x) * t.blocks;
   const int valid_rows = min(t.blocks, p.N - n0) * B;
+  if constexpr (kP) {  // this CTA's half of phases 2 and 3
+    t.n2 /= 2;
+    t.n3 /= 2;
+  }
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);  // the tiling's slack
@@ -400,11 +423,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // The kernel compiled for the head on sm_90a runs phases 2 and 3 as warpgroup MMAs with the
   // weights as the M side (kWg, below); elsewhere, and with XPRESS_ROWS_WGMMA=0 (harness A/B
   // builds), mma.sync.  The same products summed in the same k order: the same bits.
-#ifndef XPRESS_ROWS_WGMMA
-#define XPRESS_ROWS_WGMMA 1
-#endif
 #if defined(XPRESS_WGMMA)
   constexpr bool kWg = kTma && sizeof(T) == 2 && XPRESS_ROWS_WGMMA;
+  static_assert(!kP || kWg, "a pair runs phases 2 and 3 as warpgroup MMAs");
 #else
   constexpr bool kWg = false;
 #endif
@@ -422,7 +443,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // full's and empty's kStages each).  A warpgroup waits only for its own stages, so on a
   // barrier shared by a slot's fills it could be two fills ahead of or behind the slot, where a
   // phase-parity wait cannot tell fills apart.
-  constexpr int kWgStages = kWg ? (kH / kRowsR) * 2 * kWarpgroups + (kH / kRowsR) * kWarpgroups : 0;
+  constexpr int kWgStages = kWg ? ((kP ? 1 : kH / kRowsR) * 2 * kWarpgroups + (kP ? 1 : kH / kRowsR) * kWarpgroups) : 0;
   uint64_t* full_wg = full + 2 * kStages;
   static_assert(!kTma || kStages * kRowsTmaStageBytes + 1024 + (2 * kStages + kWgStages) * sizeof(uint64_t) <=
                              static_cast<size_t>(kStages) * kRowsStageK * smem_ld_weight(kRowsR, 2) * 2,
@@ -451,7 +472,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       unsigned char* d = reinterpret_cast<unsigned char*>(dst);
       mbar_arrive_expect_tx(bar, kRowsTmaStageBytes);
       if (kWg && p.wpack != nullptr) {  // the stage's image (latent_pack.h), one bulk copy
-        bulk_load(d, p.wpack + static_cast<int64_t>(s + t.n1 - n1) * kPackStageElems, kRowsTmaStageBytes, bar);
+        int64_t ps = s + t.n1 - n1;     // the pack holds every stage of the single-CTA order
+        if (kP && s >= mix_end) ps += s < mix_end + t.n2 ? rank * t.n2 : t.n2 + rank * t.n3;  // a pair's halves
+        bulk_load(d, p.wpack + ps * kPackStageElems, kRowsTmaStageBytes, bar);
         return;
       }
       constexpr int kBoxes = R / kRowsTmaBox;
@@ -465,11 +488,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         for (int c = 0; c < kBoxes; ++c) tma_load_2d(d + c * kRowsStageK * 128, &m.mix, c * kRowsTmaBox, row0, bar);
       } else if (kWg && s < mix_end + t.n2) {  // warpgroup (q / 2) % 4's 64 units of panel q / 8
         const int q = s - mix_end;
-        tma_load_2d(d, (q & 1) ? &m.wu_k : &m.wg_k, (q / (2 * kWarpgroups)) * R + ((q / 2) % kWarpgroups) * kRowsTmaBox,
+        tma_load_2d(d, (q & 1) ? &m.wu_k : &m.wg_k, (q / (2 * kWarpgroups) + rank) * R + ((q / 2) % kWarpgroups) * kRowsTmaBox,
                     0, bar);
       } else if (kWg) {  // warpgroup q % 4's 64 channels of K-split q / 4
         const int q = s - mix_end - t.n2;
-        tma_load_2d(d, &m.wd_k, (q % kWarpgroups) * kRowsTmaBox, (q / kWarpgroups) * kRowsR, bar);
+        tma_load_2d(d, &m.wd_k, (q % kWarpgroups) * kRowsTmaBox, (q / kWarpgroups + rank) * kRowsR, bar);
       } else if (s < mix_end + t.n2) {
         const int q = s - mix_end;
         const int h0 = (q / steps_per_panel) * R;
@@ -833,7 +856,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     __syncthreads();  // u and dtype(u) written
     int s = mix_end;
     // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)), one R-wide panel of hidden units at a time.
-    for (int h0 = 0; h0 < H; h0 += R, s += 2 * kWarpgroups) {
+    for (int h0 = rank * R; h0 < (kP ? (rank + 1) * R : H); h0 += R, s += 2 * kWarpgroups) {
       const int sg = s + 2 * wg, su = sg + 1;
       float g[NR / 2], u[NR / 2];
 #pragma unroll
@@ -874,7 +897,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     float v[NR / 2], acc[NR / 2];
 #pragma unroll
     for (int e = 0; e < NR / 2; ++e) v[e] = 0.f;
-    for (int k0 = 0; k0 < H; k0 += kSplit, s += kWarpgroups) {
+    for (int k0 = rank * kSplit; k0 < (kP ? (rank + 1) * kSplit : H); k0 += kSplit, s += kWarpgroups) {
       const int sd = s + wg;
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) acc[e] = 0.f;
@@ -891,6 +914,20 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       wg_release(sd);
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) v[e] += acc[e];
+    }
+    if constexpr (kP) {  // rank 1's split sum into rank 0's first stage (free: every stage consumed)
+      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+      float* xbuf = reinterpret_cast<float*>(tma_stages) + tid * (NR / 2);
+      cluster.sync();  // both past phase 3
+      if (rank == 1) {
+        float* dst = cluster.map_shared_rank(xbuf, 0);
+#pragma unroll
+        for (int e = 0; e < NR / 2; e += 4) *reinterpret_cast<float4*>(dst + e) = make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+      }
+      cluster.sync();  // rank 1's sums landed
+      if (rank == 1) return;
+#pragma unroll
+      for (int e = 0; e < NR / 2; ++e) v[e] += xbuf[e];
     }
 #pragma unroll
     for (int j = 0; j < NR / 8; ++j) {
