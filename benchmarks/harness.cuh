@@ -131,18 +131,37 @@ __global__ void read_floor(const int4* a, int64_t n, const int4* b, int64_t m, i
   if (acc == 0x12345678) *sink = acc;
 }
 
-// One launch with programmatic dependent launch, as the package launches its kernels.
+// One launch with one launch attribute.
 template <typename... P, typename... A>
-void launch(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
+void launch_with(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t s,
+                 cudaLaunchAttribute attr, A... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(block);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   CK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+// One launch with programmatic dependent launch, as the package launches its kernels.
+template <typename... P, typename... A>
+void launch(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  launch_with(kernel, grid, block, smem, s, attr, args...);
+}
+
+// One launch in clusters of `cluster` CTAs along x (no programmatic dependent launch).
+template <typename... P, typename... A>
+void launch_clusters(void (*kernel)(P...), dim3 grid, unsigned block, size_t smem, cudaStream_t s, int cluster,
+                     A... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = cluster;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  launch_with(kernel, grid, block, smem, s, attr, args...);
 }

@@ -393,19 +393,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const LaunchTimes tm = time_launches(stream, [&](cudaStream_t st) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(ctas);
-    cfg.blockDim = dim3(kThreads + (producer_warp ? 32 : 0));
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, stream_kernel, a));
+    launch_clusters(stream_kernel, dim3(ctas), kThreads + (producer_warp ? 32 : 0), smem, st, cluster, a);
   });
   auto mean_of = [&](const long long* d) {
     std::vector<long long> v(ctas);
