@@ -18,6 +18,8 @@
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]
 // "pair": the kernel compiled for the head in clusters of two CTAs a tile, each streaming half of
 // phases 2 and 3 (latent_rows_kernel's kPair); the output hash must equal the single CTA's.
+// "cl1": one CTA a tile, launched with a cluster attribute of 1 (compute-sanitizer runs: racecheck
+// follows the kernel's mbarrier ordering without a cluster attribute only, session 46).
 // "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
 // head's kernel one bulk copy; the output hash must equal the tensor maps' one.
 #include <cuda_bf16.h>
@@ -70,10 +72,11 @@ int main(int argc, char** argv) {
   }
   // "packed" (any argument from the fourth on): latent_pack_weights' image of the weights, each
   // stage one bulk copy (the kernel compiled for the head, sm_90a).
-  bool packed = false, pair = false;
+  bool packed = false, pair = false, cl1 = false;
   for (int i = 3; i < argc; ++i) {
     packed = packed || std::string(argv[i]) == "packed";
     pair = pair || std::string(argv[i]) == "pair";
+    cl1 = cl1 || std::string(argv[i]) == "cl1";
   }
   if (packed) {
     const size_t RR = (size_t)R * R, MX = (size_t)B * B * R, RH = (size_t)R * H;
@@ -120,8 +123,8 @@ int main(int argc, char** argv) {
   cudaStream_t stream;  // not the legacy default stream, which cannot be captured
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const LaunchTimes tm = time_launches(stream, [&](cudaStream_t st) {
-    if (pair) {  // clusters of two CTAs a tile
-      launch_clusters(kernel, dim3(2 * tiles), k::kLatentThreads, ra.t.smem_bytes, st, 2, ra);
+    if (pair || cl1) {  // clusters of two CTAs a tile; cl1: one CTA a tile with a cluster attribute of 1
+      launch_clusters(kernel, dim3(pair ? 2 * tiles : tiles), k::kLatentThreads, ra.t.smem_bytes, st, pair ? 2 : 1, ra);
     } else {
       kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes, st>>>(ra);
     }
