@@ -9,7 +9,15 @@ import itertools
 
 import pytest
 import torch
-from xpress_testing import DEVICES, capture_graph, cuda_kernels_run, latent_inputs, needs_cuda, run_latent
+from xpress_testing import (
+    DEVICES,
+    capture_graph,
+    cuda_kernels_run,
+    latent_inputs,
+    needs_cuda,
+    replay_latent_with_new_tokens,
+    run_latent,
+)
 
 import xpress_ext
 from xpress_ext import ops
@@ -220,11 +228,4 @@ def test_opcheck_compile_and_graph(device):
         xpress_ext.latent_pass(inp["blk"], inp["tok_am1"], inp["xh"], static_out, inp["w1"], *weights(inp), True,
                                True, table, pack)
 
-    graph = capture_graph(captured)
-    g = torch.Generator(device="cpu").manual_seed(21)
-    for _ in range(3):
-        inp["blk"].copy_(torch.randint(0, 300, inp["blk"].shape, generator=g))
-        inp["tok_am1"].copy_(torch.randint(0, 300, inp["tok_am1"].shape, generator=g))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(static_out, run_latent(inp))
+    replay_latent_with_new_tokens(capture_graph(captured), inp, static_out, 300)

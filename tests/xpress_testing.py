@@ -174,6 +174,18 @@ def capture_graph(fn):
     return graph
 
 
+def replay_latent_with_new_tokens(graph, inp, static_out, vocab, seed=21, replays=3):
+    """A captured latent_pass graph replayed with new token ids written into inp's blk and
+    tok_am1 (ids below vocab) each time: each replay's output must equal a fresh run_latent."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    for _ in range(replays):
+        inp["blk"].copy_(torch.randint(0, vocab, inp["blk"].shape, generator=g))
+        inp["tok_am1"].copy_(torch.randint(0, vocab, inp["tok_am1"].shape, generator=g))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_out, run_latent(inp))
+
+
 def graph_edges(graph) -> list[tuple[int, int, int]]:
     """(from node, to node, dependency type) of every edge of a captured torch.cuda.CUDAGraph
     (kept with keep_graph=True), read with cudaGraphGetEdges; type 1 is
