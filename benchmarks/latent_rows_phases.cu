@@ -17,7 +17,8 @@
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90a,code=sm_90a \
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]
 // "pair": the kernel compiled for the head in clusters of two CTAs a tile, each streaming half of
-// phases 2 and 3 (latent_rows_kernel's kPair); the output hash must equal the single CTA's.
+// phases 2 and 3 and of the mixer (latent_rows_kernel's kPair; -DXPRESS_ROWS_PAIR_MIX=0: the whole
+// mixer in both); the output hash must equal the single CTA's.
 // "cl1": one CTA a tile, launched with a cluster attribute of 1 (compute-sanitizer runs: racecheck
 // follows the kernel's mbarrier ordering without a cluster attribute only, session 46).
 // "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
@@ -134,7 +135,8 @@ int main(int argc, char** argv) {
   std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
   CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
   const int n1 = table ? 0 : ra.t.n1;  // with the table phase 1 streams nothing
-  const int mix_end = n1 + ra.t.nmix;
+  const int nmix = pair && XPRESS_ROWS_PAIR_MIX ? ra.t.nmix / 2 : ra.t.nmix;  // a pair splits the mixer
+  const int mix_end = n1 + nmix;
   const int steps = mix_end + (ra.t.n2 + ra.t.n3) / (pair ? 2 : 1);
   std::printf("%s%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
               fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", pair ? " pair" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
@@ -151,7 +153,7 @@ int main(int argc, char** argv) {
   }
   std::printf(" | total %.0f\n", mean(0, 63));
   std::printf("  mixer steps, thread 0 from its stage's landing: refill issued / its work done:");
-  for (int s = 0; s < ra.t.nmix && s < 8; ++s) std::printf(" %.0f / %.0f", mean(1 + n1 + s, 50 + s), mean(1 + n1 + s, 40 + s));
+  for (int s = 0; s < nmix && s < 8; ++s) std::printf(" %.0f / %.0f", mean(1 + n1 + s, 50 + s), mean(1 + n1 + s, 40 + s));
   std::printf("\n");
 #ifdef ROWS_SUB
   if (!fixed) {

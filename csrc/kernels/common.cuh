@@ -356,6 +356,10 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
 
+// The release form: this thread's shared-memory accesses so far happen before the peers' accesses
+// after their wait (a peer may then overwrite what this thread has read).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
+
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
@@ -417,6 +421,11 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[NW]) {
 // (wgmma operands), once a barrier follows.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// The same for writes into a peer CTA's shared memory (distributed shared memory), once a
+// cluster barrier follows.
+__device__ __forceinline__ void fence_proxy_async_shared_cluster() {
+  asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

@@ -359,9 +359,16 @@ __device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 #endif
 // kPair (the kernel compiled for the head on sm_90a, H = 2 R; launched in clusters of two CTAs
 // a tile): CTA `rank` of the pair streams only its panel of hidden units (phase 2) and its
-// K-split of W_d (phase 3) -- 16 stages instead of 28 at the head -- and rank 1 hands its
-// split's sum to rank 0 through distributed shared memory, which folds it second (v += acc, the
-// same order) and writes the tile: the same bits with half the weights a CTA.
+// K-split of W_d (phase 3), and, with XPRESS_ROWS_PAIR_MIX, its half of the mixer's steps (the
+// output slots k of one half of each block) -- 14 stages instead of 28 at the head (16 without
+// the mixer's split).  Each rank writes its slots' dtype(u) into both CTAs' shared memory (and
+// rank 1 its fp32 u into rank 0's, for the epilogue), so both hold the whole tile's dtype(u) for
+// phase 2 after a cluster barrier; rank 1 hands its phase-3 split's sum to rank 0 through
+// distributed shared memory, which folds it second (v += acc, the same order) and writes the
+// tile: the same bits with half the weights a CTA.
+#ifndef XPRESS_ROWS_PAIR_MIX
+#define XPRESS_ROWS_PAIR_MIX 1
+#endif
 template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false, bool kPair = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
@@ -396,9 +403,19 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   if (kPair && rank == 1 && (!kP || !p.do_mlp)) return;
   const int n0 = (kPair ? blockIdx.x / 2 : blockIdx.x) * t.blocks;
   const int valid_rows = min(t.blocks, p.N - n0) * B;
-  if constexpr (kP) {  // this CTA's half of phases 2 and 3
+  // A pair with the MLP: this CTA's half of phases 2 and 3, and of the mixer's steps (from step
+  // mix0 of the single-CTA order on; mix_skip: the peer's mixer steps, skipped in the pack).
+  constexpr bool kSplitMix = kP && XPRESS_ROWS_PAIR_MIX;
+  static_assert(!kSplitMix || (kB * kB / kRowsStageK) % 2 == 0, "the mixer's steps split evenly");
+  int mix0 = 0, mix_skip = 0;
+  if constexpr (kP) {
     t.n2 /= 2;
     t.n3 /= 2;
+    if (kSplitMix && p.do_mlp) {
+      t.nmix /= 2;
+      mix0 = rank * t.nmix;
+      mix_skip = t.nmix;
+    }
   }
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -473,7 +490,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       mbar_arrive_expect_tx(bar, kRowsTmaStageBytes);
       if (kWg && p.wpack != nullptr) {  // the stage's image (latent_pack.h), one bulk copy
         int64_t ps = s + t.n1 - n1;     // the pack holds every stage of the single-CTA order
-        if (kP && s >= mix_end) ps += s < mix_end + t.n2 ? rank * t.n2 : t.n2 + rank * t.n3;  // a pair's halves
+        if (kP && s >= n1) ps += s < mix_end ? mix0 : mix_skip + (s < mix_end + t.n2 ? rank * t.n2 : t.n2 + rank * t.n3);  // a pair's halves
         bulk_load(d, p.wpack + ps * kPackStageElems, kRowsTmaStageBytes, bar);
         return;
       }
@@ -483,7 +500,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         for (int c = 0; c < kBoxes; ++c)
           tma_load_2d(d + c * kRowsStageK * 128, &m.wlat, c * kRowsTmaBox, s * kRowsStageK, bar);
       } else if (s < mix_end) {
-        const int row0 = (s - n1) * t.k_per_mix * B;
+        const int row0 = (s - n1 + mix0) * t.k_per_mix * B;
 #pragma unroll
         for (int c = 0; c < kBoxes; ++c) tma_load_2d(d + c * kRowsStageK * 128, &m.mix, c * kRowsTmaBox, row0, bar);
       } else if (kWg && s < mix_end + t.n2) {  // warpgroup (q / 2) % 4's 64 units of panel q / 8
@@ -623,6 +640,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
   }
+  // The mixer writes into the peer (its wait below): with the table nothing there is in use before
+  // the mixer; without, the peer's embeddings are (the first region), until its phase 1 is done.
+  if (kSplitMix && use_table && p.do_mlp) cluster_arrive_relaxed();
   grid_dependency_sync();
   XPRESS_ROWS_MARK(0);
   if constexpr (kTma) __syncthreads();  // the mbarriers initialised
@@ -679,7 +699,10 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   };
 
   // Phase 1: x = emb @ wlat_t + xh.
-  if constexpr (!use_table) streamed_gemm(s_a, t.ld_a, 0, n1, R, t.kchunk1);
+  if constexpr (!use_table) {
+    streamed_gemm(s_a, t.ld_a, 0, n1, R, t.kchunk1);
+    if (kSplitMix && p.do_mlp) cluster_arrive();  // this CTA's reads of its embeddings are done
+  }
   const float* e_row[MT][2] = {};  // with the table: the lane's rows' entries
   if constexpr (use_table) {
 #pragma unroll
@@ -742,12 +765,25 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // channels a thread (per j one 8-byte load of the mixer rows and one 16-byte load of x), each
   // channel's fp32 chain over j as before: u (fp32) and dtype(u), or the output.  Rows past
   // the valid ones get u = 0 (those past the tile's whole blocks on the first step).
+  // A pair splitting the mixer also stores each of its slots' dtype(u) into the peer's shared
+  // memory, and rank 1 its fp32 u into rank 0's (the epilogue's), once the cluster barrier's
+  // first phase (arrived above) completes: the peer runs, and is past its phase 1.
   constexpr int kMixV = 4;               // channels a thread
   constexpr int kMixCols = R / kMixV;    // threads a row
+  float* peer_u = s_u;
+  unsigned char* peer_ub = s_ub;
+  if constexpr (kSplitMix) {
+    if (p.do_mlp) {
+      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+      peer_u = cluster.map_shared_rank(s_u, rank ^ 1);
+      peer_ub = cluster.map_shared_rank(s_ub, rank ^ 1);
+      cluster_wait();
+    }
+  }
   for (int s = n1; s < mix_end; ++s) {
     begin_step(s);
     XPRESS_ROWS_MARK_IF(tid == 0 && s - n1 < 8, 50 + s - n1);
-    const int kb = (s - n1) * t.k_per_mix;
+    const int kb = (s - n1 + mix0) * t.k_per_mix;
     const int nk = min(B, kb + t.k_per_mix) - kb;
     const int items = t.blocks * nk * kMixCols;
     for (int it = tid; it < items; it += kLatentThreads) {
@@ -778,9 +814,15 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         }
       }
       if (p.do_mlp) {
-        *reinterpret_cast<float4*>(s_u + r * t.ld_x + c) = make_float4(u[0], u[1], u[2], u[3]);
+        const float4 uf = make_float4(u[0], u[1], u[2], u[3]);
+        *reinterpret_cast<float4*>(s_u + r * t.ld_x + c) = uf;
         if constexpr (kWg) {  // four channels: 8 bytes of one swizzled 16-byte chunk
-          *reinterpret_cast<uint2*>(s_ub + rows_swizzled(NR, r, c)) = make_uint2(pack_pair<T>(u[0], u[1]), pack_pair<T>(u[2], u[3]));
+          const uint2 ub = make_uint2(pack_pair<T>(u[0], u[1]), pack_pair<T>(u[2], u[3]));
+          *reinterpret_cast<uint2*>(s_ub + rows_swizzled(NR, r, c)) = ub;
+          if constexpr (kSplitMix) {
+            *reinterpret_cast<uint2*>(peer_ub + rows_swizzled(NR, r, c)) = ub;
+            if (rank == 1) *reinterpret_cast<float4*>(peer_u + r * t.ld_x + c) = uf;
+          }
         } else {
           store_pair(s_a + r * t.ld_a + c, u[0], u[1]);
           store_pair(s_a + r * t.ld_a + c + 2, u[2], u[3]);
@@ -853,7 +895,12 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       mbar_wait(&empty[(mix_end - 1) % kStages], ((mix_end - 1) / kStages) & 1);
       issue(mix_end - 1 + kStages);
     }
-    __syncthreads();  // u and dtype(u) written
+    if constexpr (kSplitMix) {  // the peer's slots of u and dtype(u) written here, and ours there
+      fence_proxy_async_shared_cluster();
+      cooperative_groups::this_cluster().sync();
+    } else {
+      __syncthreads();  // u and dtype(u) written
+    }
     int s = mix_end;
     // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)), one R-wide panel of hidden units at a time.
     for (int h0 = rank * R; h0 < (kP ? (rank + 1) * R : H); h0 += R, s += 2 * kWarpgroups) {
