@@ -276,14 +276,17 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
                          k::rows_kchunk1(plan.tiling) == k::rows_kchunk1(head) &&
                          k::rows_kchunk3(plan.tiling) == k::rows_kchunk3(head);
   // In pairs (kPair: the head's 16-row kernel, whose phases 2 and 3 are warpgroup MMAs, so an
-  // sm_90a build on compute capability 9.0), each CTA of a tile streams 16 of the 28 stages.
+  // sm_90a build on compute capability 9.0), each CTA of a tile streams 14 of the 28 stages
+  // (16 until session 47 split the mixer too: ~12.8-13.3 us from N = 30 to 66).
   // Pairs take over from the cluster variant once it needs a second round of groups (N >= 31 on
   // an H200) while every tile's pair is co-resident (N <= 66 on an H200's 132 SMs); past that,
   // one CTA a tile as above.  H200, as the head calls it (table, prefetched, packed weights),
   // session 46, probe_latent_variant.py, us at N = 24 / 30 / 31 / 36 / 48 / 64 / 66 / 67: cluster
   // 10.0 / 10.7 / 13.9 / 14.6 / 17.2 / 21.8 / 22.0 / 22.0, rows16 15.1 / 15.1 / 15.3 / 15.1 /
   // 15.3 / 15.4 / 15.3 / 15.3, pairs 13.2 / 13.4 / 13.3 / 13.3 / 13.5 / 13.7 / 13.7 / 25.0 (two
-  // waves).  Same bits every way.
+  // waves).  Same bits every way.  Pairs of 32-row tiles (one wave up to N = 132) were slower
+  // than one CTA a 16-row tile at N = 67-132 (session 47, RESULTS.md: ~21.4-22.2 against ~17.1-17.7
+  // us in the phase harness).
 #ifdef XPRESS_EXT_WGMMA
   const bool pairs_built = rows_head && prop->major == 9 && prop->minor == 0;
 #else
