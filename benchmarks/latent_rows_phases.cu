@@ -18,7 +18,8 @@
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]
 // "pair": the kernel compiled for the head in clusters of two CTAs a tile, each streaming half of
 // phases 2 and 3 and of the mixer (latent_rows_kernel's kPair; -DXPRESS_ROWS_PAIR_MIX=0: the whole
-// mixer in both); the output hash must equal the single CTA's.
+// mixer in both; -DXPRESS_ROWS_MIX_ASYNC=0: the mixer's rows exchanged by plain stores and a
+// cluster barrier instead of st.async on each CTA's mbarrier); the output hash must equal the single CTA's.
 // "cl1": one CTA a tile, launched with a cluster attribute of 1 (compute-sanitizer runs: racecheck
 // follows the kernel's mbarrier ordering without a cluster attribute only, session 46).
 // "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
   }
   constexpr k::LatentShape cs = k::latent_shape(R, H, 2, k::kLatentFixedCluster);  // the cluster tiling's K-splits
   ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), k::rows_kchunk1(cs),
-                                    k::rows_kchunk3(cs));
+                                    k::rows_kchunk3(cs), pair);
   const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
   if (fixed && !k::encode_latent_rows_maps(ra)) {  // the head's kernel streams by TMA
     std::printf("tensor maps refused\n");
@@ -120,12 +121,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto kernel = table ? pick(std::true_type{}) : pick(std::false_type{});
-  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ra.t.smem_bytes));
+  const size_t smem = ra.t.smem_bytes;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaStream_t stream;  // not the legacy default stream, which cannot be captured
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const LaunchTimes tm = time_launches(stream, [&](cudaStream_t st) {
     if (pair || cl1) {  // clusters of two CTAs a tile; cl1: one CTA a tile with a cluster attribute of 1
-      launch_clusters(kernel, dim3(pair ? 2 * tiles : tiles), k::kLatentThreads, ra.t.smem_bytes, st, pair ? 2 : 1, ra);
+      launch_clusters(kernel, dim3(pair ? 2 * tiles : tiles), k::kLatentThreads, smem, st, pair ? 2 : 1, ra);
     } else {
       kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes, st>>>(ra);
     }

@@ -311,21 +311,25 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
   }
   if (mt > 0) {
     const int stages = mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>();
-    const k::LatentRowsTiling rt = k::make_latent_rows_tiling(R, H, B, mt, stages, k::rows_kchunk1(plan.tiling),
-                                                              k::rows_kchunk3(plan.tiling));
+    auto tiling = [&](bool in_pairs) {  // a pair's has the hand-off region
+      return k::make_latent_rows_tiling(R, H, B, mt, stages, k::rows_kchunk1(plan.tiling),
+                                        k::rows_kchunk3(plan.tiling), in_pairs);
+    };
+    const k::LatentRowsTiling rt = tiling(false);
+    if (pair && tiling(true).smem_bytes > smem_limit) pair = false;
     if (rt.smem_bytes <= smem_limit) {
       plan.rows_mt = mt;
-      plan.rows = rt;
       plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
       auto kernels = [&](bool in_pairs) {
-        plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, rt, fixed_enabled, &plan.fixed, in_pairs);
-        plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, rt, fixed_enabled, &plan.fixed, in_pairs);
+        plan.rows = tiling(in_pairs);
+        plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, plan.rows, fixed_enabled, &plan.fixed, in_pairs);
+        plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, plan.rows, fixed_enabled, &plan.fixed, in_pairs);
         plan.tile_ctas = in_pairs ? 2 : 1;
       };
       kernels(pair);
       if (pair && forced != 3) {  // every tile's pair co-resident, else one CTA a tile
-        const int pairs = std::min(max_active_clusters(plan.rows_kernel[0], device, 2, rt.smem_bytes),
-                                   max_active_clusters(plan.rows_kernel[1], device, 2, rt.smem_bytes));
+        const int pairs = std::min(max_active_clusters(plan.rows_kernel[0], device, 2, plan.rows.smem_bytes),
+                                   max_active_clusters(plan.rows_kernel[1], device, 2, plan.rows.smem_bytes));
         if (plan.row_tiles > pairs) kernels(false);
       }
     }
@@ -415,6 +419,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     // The head's kernel streams its weights by TMA; weights it cannot map (not in whole 16-byte
     // rows, a mixer not evenly strided) take the generic kernel, which gives the same bits.
     int ctas = plan.tile_ctas;
+    TORCH_CHECK(ctas == 1 || plan.rows.off_hand > 0, "latent_pass: internal: a pair's tiling without its hand-off region");
     if (plan.fixed && !k::encode_latent_rows_maps(ra)) {
       bool generic_fixed = false;
       kernel = build ? latent_rows_kernel_for<T, true>(plan.rows_mt, B, H, plan.rows, false, &generic_fixed)

@@ -191,6 +191,46 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// The wait for a phase completed by a peer CTA's st.async (below): acquire at cluster scope, so
+// the peer's stores, released by their complete_tx, are visible to this thread.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n\t.reg .pred p;\n"
+      "WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n\t"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+
+// A CTA's shared::cta address as the shared::cluster address of the same offset in CTA `rank` of
+// the cluster (mapa); offsets add to it.
+__device__ __forceinline__ uint32_t smem_cluster_addr(const void* p, int rank) {
+  uint32_t a = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(smem_u32(p)), "r"(rank));
+#endif
+  return a;
+}
+
+// Stores into a peer CTA's shared memory (shared::cluster addresses, from smem_cluster_addr)
+// that complete_tx their bytes on the peer's mbarrier `bar` (also a shared::cluster address): the
+// peer waits on it (mbar_wait_cluster) instead of a cluster barrier.
+__device__ __forceinline__ void st_async_v4(uint32_t dst, float4 v, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
+               ::"r"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ void st_async_v2(uint32_t dst, uint2 v, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n"
+               ::"r"(dst), "r"(v.x), "r"(v.y), "r"(bar) : "memory");
+#endif
+}
+
 // TMA tile loads, completing on `bar` (coordinates innermost first).
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

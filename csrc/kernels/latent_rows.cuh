@@ -120,11 +120,13 @@ __host__ __device__ constexpr int rows_kchunk3(const LatentShape& s) { return ro
 
 struct LatentRowsTiling : LatentRowsShape {
   size_t off_a, off_xm, off_u, off_stage, smem_bytes;
+  size_t off_hand;  // a pair's tiling (kPair): rank 1's phase-3 sums in rank 0 (else 0, none)
 };
 
-// The tiling for 16-bit elements, R = kRowsR, H a multiple of R, B <= min(16 * mt, 64).
+// The tiling for 16-bit elements, R = kRowsR, H a multiple of R, B <= min(16 * mt, 64); `pair`:
+// for the tiles in pairs of CTAs (kPair), with the hand-off region.
 inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int stages,
-                                                int kchunk1, int kchunk3) {
+                                                int kchunk1, int kchunk3, bool pair = false) {
   LatentRowsTiling t{};
   static_cast<LatentRowsShape&>(t) = latent_rows_shape(R, H, B, mt, kchunk1, kchunk3);
   const size_t rows = 16 * mt;
@@ -140,6 +142,7 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
   t.off_xm = take(std::max(4 * rows * t.ld_x, 2 * rows * t.ld_m));  // x (fp32), then m
   t.off_u = take(4 * rows * t.ld_x);
   t.off_stage = take(2 * static_cast<size_t>(t.stage_elems) * stages);
+  t.off_hand = pair ? take(rows / 2 * kLatentThreads * sizeof(float)) : 0;  // a thread's rows / 2 sums
   t.smem_bytes = off + 1024;
   return t;
 }
@@ -363,11 +366,20 @@ __device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 // output slots k of one half of each block) -- 14 stages instead of 28 at the head (16 without
 // the mixer's split).  Each rank writes its slots' dtype(u) into both CTAs' shared memory (and
 // rank 1 its fp32 u into rank 0's, for the epilogue), so both hold the whole tile's dtype(u) for
-// phase 2 after a cluster barrier; rank 1 hands its phase-3 split's sum to rank 0 through
-// distributed shared memory, which folds it second (v += acc, the same order) and writes the
-// tile: the same bits with half the weights a CTA.
+// phase 2 once the peer's bytes have landed on this CTA's mbarrier; rank 1 hands its phase-3 split's sum to rank 0 through
+// distributed shared memory (st.async into rank 0's hand-off region, completing on an mbarrier
+// rank 0 waits for), which folds it second (v += acc, the same order) and writes the tile: the
+// same bits with half the weights a CTA.
 #ifndef XPRESS_ROWS_PAIR_MIX
 #define XPRESS_ROWS_PAIR_MIX 1
+#endif
+// The mixer's exchange (a pair splitting it): 1, by st.async completing on the receiver's
+// mbarrier (armed at its start with the bytes its peer's slots take), which it waits for before
+// phase 2; 0 (harness A/B builds), by plain stores and a cluster barrier.  H200
+// (latent_rows_phases.cu N 16 fixed table packed pair, graph replay, session 48): 13.03 / 13.02
+// against 13.50 / 13.50 us at N = 32, 13.27 / 13.25 against 13.82 / 13.87 at N = 64; same hashes.
+#ifndef XPRESS_ROWS_MIX_ASYNC
+#define XPRESS_ROWS_MIX_ASYNC 1
 #endif
 template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false, bool kPair = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
@@ -407,6 +419,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // mix0 of the single-CTA order on; mix_skip: the peer's mixer steps, skipped in the pack).
   constexpr bool kSplitMix = kP && XPRESS_ROWS_PAIR_MIX;
   static_assert(!kSplitMix || (kB * kB / kRowsStageK) % 2 == 0, "the mixer's steps split evenly");
+  constexpr bool kMixAsync = kSplitMix && XPRESS_ROWS_MIX_ASYNC;
   int mix0 = 0, mix_skip = 0;
   if constexpr (kP) {
     t.n2 /= 2;
@@ -462,7 +475,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // phase-parity wait cannot tell fills apart.
   constexpr int kWgStages = kWg ? ((kP ? 1 : kH / kRowsR) * 2 * kWarpgroups + (kP ? 1 : kH / kRowsR) * kWarpgroups) : 0;
   uint64_t* full_wg = full + 2 * kStages;
-  static_assert(!kTma || kStages * kRowsTmaStageBytes + 1024 + (2 * kStages + kWgStages) * sizeof(uint64_t) <=
+  static_assert(!kTma || kStages * kRowsTmaStageBytes + 1024 + (2 * kStages + kWgStages + 2) * sizeof(uint64_t) <=
                              static_cast<size_t>(kStages) * kRowsStageK * smem_ld_weight(kRowsR, 2) * 2,
                 "the TMA stages, their alignment and the mbarriers within the padded stages' region");
   auto stage = [&](int s) {
@@ -634,6 +647,19 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         mbar_init(&empty[i], kLatentWarps);
       }
       for (int i = 0; i < kWgStages; ++i) mbar_init(&full_wg[i], 1);
+      if constexpr (kP) {  // the hand-off's mbarrier (rank 0 waits for rank 1's phase-3 sums)
+        mbar_init(full_wg + kWgStages, 1);
+        if (rank == 0 && p.do_mlp) mbar_arrive_expect_tx(full_wg + kWgStages, NR / 2 * kLatentThreads * sizeof(float));
+      }
+      if constexpr (kMixAsync) {  // the mixer's exchange: the peer's slots, dtype(u) (and fp32 u into rank 0)
+        mbar_init(full_wg + kWgStages + 1, 1);
+        if (p.do_mlp) {
+          const int k_lo = (rank ^ 1) * t.nmix * t.k_per_mix;
+          const int slots = max(0, min(B, k_lo + t.nmix * t.k_per_mix) - k_lo);
+          const uint32_t per_item = 4 * sizeof(T) + (rank == 0 ? 4 * sizeof(float) : 0);
+          mbar_arrive_expect_tx(full_wg + kWgStages + 1, slots * t.blocks * (R / 4) * per_item);
+        }
+      }
       mbar_init_fence();
       if (early) {
         for (int s = 0; s < kStages - 1 && s < n_steps; ++s) issue(s);
@@ -772,11 +798,18 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr int kMixCols = R / kMixV;    // threads a row
   float* peer_u = s_u;
   unsigned char* peer_ub = s_ub;
+  uint32_t peer_u_a = 0, peer_ub_a = 0, peer_bar = 0;  // kMixAsync: shared::cluster addresses
   if constexpr (kSplitMix) {
     if (p.do_mlp) {
-      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-      peer_u = cluster.map_shared_rank(s_u, rank ^ 1);
-      peer_ub = cluster.map_shared_rank(s_ub, rank ^ 1);
+      if constexpr (kMixAsync) {
+        peer_u_a = smem_cluster_addr(s_u, rank ^ 1);
+        peer_ub_a = smem_cluster_addr(s_ub, rank ^ 1);
+        peer_bar = smem_cluster_addr(full_wg + kWgStages + 1, rank ^ 1);
+      } else {
+        cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+        peer_u = cluster.map_shared_rank(s_u, rank ^ 1);
+        peer_ub = cluster.map_shared_rank(s_ub, rank ^ 1);
+      }
       cluster_wait();
     }
   }
@@ -819,7 +852,10 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         if constexpr (kWg) {  // four channels: 8 bytes of one swizzled 16-byte chunk
           const uint2 ub = make_uint2(pack_pair<T>(u[0], u[1]), pack_pair<T>(u[2], u[3]));
           *reinterpret_cast<uint2*>(s_ub + rows_swizzled(NR, r, c)) = ub;
-          if constexpr (kSplitMix) {
+          if constexpr (kMixAsync) {
+            st_async_v2(peer_ub_a + rows_swizzled(NR, r, c), ub, peer_bar);
+            if (rank == 1) st_async_v4(peer_u_a + 4 * (r * t.ld_x + c), uf, peer_bar);
+          } else if constexpr (kSplitMix) {
             *reinterpret_cast<uint2*>(peer_ub + rows_swizzled(NR, r, c)) = ub;
             if (rank == 1) *reinterpret_cast<float4*>(peer_u + r * t.ld_x + c) = uf;
           }
@@ -895,7 +931,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       mbar_wait(&empty[(mix_end - 1) % kStages], ((mix_end - 1) / kStages) & 1);
       issue(mix_end - 1 + kStages);
     }
-    if constexpr (kSplitMix) {  // the peer's slots of u and dtype(u) written here, and ours there
+    if constexpr (kMixAsync) {  // the peer's slots of u and dtype(u) landed here (ours there: its wait)
+      mbar_wait_cluster(full_wg + kWgStages + 1, 0);
+      fence_proxy_async_shared();  // ... for the MMAs
+      __syncthreads();             // and this CTA's own
+    } else if constexpr (kSplitMix) {  // the peer's slots of u and dtype(u) written here, and ours there
       fence_proxy_async_shared_cluster();
       cooperative_groups::this_cluster().sync();
     } else {
@@ -962,19 +1002,28 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) v[e] += acc[e];
     }
-    if constexpr (kP) {  // rank 1's split sum into rank 0's first stage (free: every stage consumed)
-      cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-      float* xbuf = reinterpret_cast<float*>(tma_stages) + tid * (NR / 2);
-      cluster.sync();  // both past phase 3
+    if constexpr (kP) {
+      // Rank 1's split sums into rank 0's hand-off region (t.off_hand, the pair tiling's), by
+      // st.async completing on rank 0's mbarrier (armed with the bytes at its start); rank 0
+      // waits for them there.  Rank 0 runs until then, so the region is there to write; no stage
+      // is involved, so no cluster barrier.  H200 (latent_rows_phases.cu, session 47): 13.5 / 13.7
+      // against 14.3 / 14.5 us at N = 32 / 64 with two cluster barriers and rank 0's first stage.
+      // Without the mixer's split (harness A/B builds) no cluster barrier has yet shown rank 0
+      // running, with its mbarrier initialised.  Rank 1 then exits: all that rank 0 writes into
+      // its shared memory (the mixer's slots) landed before its phase 2 (its wait, above).
+      if constexpr (!kSplitMix) cooperative_groups::this_cluster().sync();
+      float* hbuf = reinterpret_cast<float*>(smem + t.off_hand) + tid * (NR / 2);
+      uint64_t* hand = full_wg + kWgStages;
       if (rank == 1) {
-        float* dst = cluster.map_shared_rank(xbuf, 0);
+        const uint32_t dst = smem_cluster_addr(hbuf, 0), bar = smem_cluster_addr(hand, 0);
 #pragma unroll
-        for (int e = 0; e < NR / 2; e += 4) *reinterpret_cast<float4*>(dst + e) = make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+        for (int e = 0; e < NR / 2; e += 4)
+          st_async_v4(dst + 4 * e, make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]), bar);
+        return;
       }
-      cluster.sync();  // rank 1's sums landed
-      if (rank == 1) return;
+      mbar_wait_cluster(hand, 0);
 #pragma unroll
-      for (int e = 0; e < NR / 2; ++e) v[e] += xbuf[e];
+      for (int e = 0; e < NR / 2; ++e) v[e] += hbuf[e];
     }
 #pragma unroll
     for (int j = 0; j < NR / 8; ++j) {
