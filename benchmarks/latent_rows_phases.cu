@@ -19,7 +19,9 @@
 // "pair": the kernel compiled for the head in clusters of two CTAs a tile, each streaming half of
 // phases 2 and 3 and of the mixer (latent_rows_kernel's kPair; -DXPRESS_ROWS_PAIR_MIX=0: the whole
 // mixer in both; -DXPRESS_ROWS_MIX_ASYNC=0: the mixer's rows exchanged by plain stores and a
-// cluster barrier instead of st.async on each CTA's mbarrier); the output hash must equal the single CTA's.
+// cluster barrier instead of st.async on each CTA's mbarrier; -DXPRESS_ROWS_PAIR_SYM=0: rank 1 hands
+// all its phase-3 sums to rank 0, which writes the whole tile); the output hash must equal the
+// single CTA's.  A pair prints rank 1's marks on a second line, and rank 0's wait for the sums.
 // "cl1": one CTA a tile, launched with a cluster attribute of 1 (compute-sanitizer runs: racecheck
 // follows the kernel's mbarrier ordering without a cluster attribute only, session 46).
 // "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
@@ -142,20 +144,31 @@ int main(int argc, char** argv) {
   const int steps = mix_end + (ra.t.n2 + ra.t.n3) / (pair ? 2 : 1);
   std::printf("%s%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
               fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", pair ? " pair" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
-  // A pair's means are over its rank-0 CTAs: rank 1 leaves before the epilogue's mark (63).
+  // A pair's means are over its rank-0 CTAs, then (a second line) over its rank-1 CTAs, whose
+  // mark 63 is its sums' st.async issued (it has no epilogue).  clock64 is per SM: a rank's
+  // marks are durations from its own start, not comparable with the peer's.
+  int rank = 0;
   auto mean = [&](int from, int to) {
     double sum = 0;
     int n = 0;
-    for (int i = 0; i < ctas; i += pair ? 2 : 1, ++n) sum += pr[i * 64 + to] - pr[i * 64 + from];
+    for (int i = rank; i < ctas; i += pair ? 2 : 1, ++n) sum += pr[i * 64 + to] - pr[i * 64 + from];
     return sum / n;
   };
-  std::printf(" start->step0 %.0f (copies issued %.0f, x's loads reached %.0f, x stored %.0f) |", mean(0, 1),
-              mean(0, 60), mean(0, 61), mean(0, 62));
-  for (int s = 0; s < steps; ++s) {
-    if (s == n1 || s == mix_end || s == mix_end + ra.t.n2 / (pair ? 2 : 1)) std::printf(" |");
-    std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
+  for (rank = 0; rank < (pair ? 2 : 1); ++rank) {
+    if (rank == 1) std::printf("\n  rank 1's CTAs:");
+    std::printf(" start->step0 %.0f (copies issued %.0f, x's loads reached %.0f, x stored %.0f) |", mean(0, 1),
+                mean(0, 60), mean(0, 61), mean(0, 62));
+    for (int s = 0; s < steps; ++s) {
+      if (s == n1 || s == mix_end || s == mix_end + ra.t.n2 / (pair ? 2 : 1)) std::printf(" |");
+      std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
+    }
+    std::printf(" | total %.0f", mean(0, 63));
   }
-  std::printf(" | total %.0f\n", mean(0, 63));
+  rank = 0;
+  if (pair)
+    std::printf("\n  rank 0: phase 3 done -> rank 1's sums there %.0f -> end %.0f (folded after %.0f)", mean(58, 59),
+                mean(59, 63), mean(59, 57));
+  std::printf("\n");
   std::printf("  mixer steps, thread 0 from its stage's landing: refill issued / its work done:");
   for (int s = 0; s < nmix && s < 8; ++s) std::printf(" %.0f / %.0f", mean(1 + n1 + s, 50 + s), mean(1 + n1 + s, 40 + s));
   std::printf("\n");

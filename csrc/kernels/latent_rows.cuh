@@ -150,7 +150,9 @@ inline LatentRowsTiling make_latent_rows_tiling(int R, int H, int B, int mt, int
 // XPRESS_ROWS_PROBE (as the name of a device array) records clock64() in each CTA: [0] at
 // start, [1 + s] once step s's chunk has landed, [63] at the end; before the first step [60]
 // once the first stages' copies are issued, [61] before x's loads, [62] once x is stored; in
-// mixer step m < 8, [50 + m] once thread 0 is past its refill and [40 + m] once its work is done.
+// mixer step m < 8, [50 + m] once thread 0 is past its refill and [40 + m] once its work is done;
+// in a pair's rank 0, [58] once its phase 3 is done, [59] once rank 1's sums are there and [57]
+// once they are folded; a pair's rank 1 [63] once its sums are sent (XPRESS_ROWS_PAIR_SYM: there).
 #ifdef XPRESS_ROWS_PROBE
 #define XPRESS_ROWS_MARK_IF(cond, k)                                              \
   do {                                                                            \
@@ -365,11 +367,13 @@ __device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 // K-split of W_d (phase 3), and, with XPRESS_ROWS_PAIR_MIX, its half of the mixer's steps (the
 // output slots k of one half of each block) -- 14 stages instead of 28 at the head (16 without
 // the mixer's split).  Each rank writes its slots' dtype(u) into both CTAs' shared memory (and
-// rank 1 its fp32 u into rank 0's, for the epilogue), so both hold the whole tile's dtype(u) for
+// its fp32 u into the peer's, for the epilogue: rank 1 into rank 0 only without
+// XPRESS_ROWS_PAIR_SYM), so both hold the whole tile's dtype(u) for
 // phase 2 once the peer's bytes have landed on this CTA's mbarrier; rank 1 hands its phase-3 split's sum to rank 0 through
 // distributed shared memory (st.async into rank 0's hand-off region, completing on an mbarrier
 // rank 0 waits for), which folds it second (v += acc, the same order) and writes the tile: the
-// same bits with half the weights a CTA.
+// same bits with half the weights a CTA (XPRESS_ROWS_PAIR_SYM, below: each rank folds and writes
+// half of the tile's channels instead).
 #ifndef XPRESS_ROWS_PAIR_MIX
 #define XPRESS_ROWS_PAIR_MIX 1
 #endif
@@ -380,6 +384,17 @@ __device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 // against 13.50 / 13.50 us at N = 32, 13.27 / 13.25 against 13.82 / 13.87 at N = 64; same hashes.
 #ifndef XPRESS_ROWS_MIX_ASYNC
 #define XPRESS_ROWS_MIX_ASYNC 1
+#endif
+// The pair's end (with the mixer's exchange by st.async): 1, each rank writes the output channels
+// of its own warpgroups' half (rank r: warpgroups 2r, 2r + 1), after the peer has sent it the
+// other K-split's sums of those channels (8 KB each way; the mixer's exchange then sends fp32 u
+// both ways, so both ranks hold every slot's); 0 (harness A/B builds), rank 1 sends all its sums
+// (16 KB) to rank 0, which folds them and writes the whole tile.  H200 (latent_rows_phases.cu N
+// 16 fixed table packed pair, graph replay, session 48): 12.17 / 12.20 against 13.01 / 13.00 us
+// at N = 32, 12.49 / 12.50 against 13.33 / 13.31 at N = 64; same hashes.  Rank 0's marks: its
+// phase 3 done -> the sums there 0.9-1.1 K cycles (1.7-1.9 K), -> its end 1.35-1.38 K (1.9-2.0 K).
+#ifndef XPRESS_ROWS_PAIR_SYM
+#define XPRESS_ROWS_PAIR_SYM 1
 #endif
 template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false, bool kPair = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
@@ -420,6 +435,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr bool kSplitMix = kP && XPRESS_ROWS_PAIR_MIX;
   static_assert(!kSplitMix || (kB * kB / kRowsStageK) % 2 == 0, "the mixer's steps split evenly");
   constexpr bool kMixAsync = kSplitMix && XPRESS_ROWS_MIX_ASYNC;
+  constexpr bool kSym = kMixAsync && XPRESS_ROWS_PAIR_SYM;
   int mix0 = 0, mix_skip = 0;
   if constexpr (kP) {
     t.n2 /= 2;
@@ -649,14 +665,15 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       for (int i = 0; i < kWgStages; ++i) mbar_init(&full_wg[i], 1);
       if constexpr (kP) {  // the hand-off's mbarrier (rank 0 waits for rank 1's phase-3 sums)
         mbar_init(full_wg + kWgStages, 1);
-        if (rank == 0 && p.do_mlp) mbar_arrive_expect_tx(full_wg + kWgStages, NR / 2 * kLatentThreads * sizeof(float));
+        if (p.do_mlp && (kSym || rank == 0))
+          mbar_arrive_expect_tx(full_wg + kWgStages, NR / 2 * (kSym ? kLatentThreads / 2 : kLatentThreads) * sizeof(float));
       }
       if constexpr (kMixAsync) {  // the mixer's exchange: the peer's slots, dtype(u) (and fp32 u into rank 0)
         mbar_init(full_wg + kWgStages + 1, 1);
         if (p.do_mlp) {
           const int k_lo = (rank ^ 1) * t.nmix * t.k_per_mix;
           const int slots = max(0, min(B, k_lo + t.nmix * t.k_per_mix) - k_lo);
-          const uint32_t per_item = 4 * sizeof(T) + (rank == 0 ? 4 * sizeof(float) : 0);
+          const uint32_t per_item = 4 * sizeof(T) + (kSym || rank == 0 ? 4 * sizeof(float) : 0);
           mbar_arrive_expect_tx(full_wg + kWgStages + 1, slots * t.blocks * (R / 4) * per_item);
         }
       }
@@ -792,7 +809,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // channel's fp32 chain over j as before: u (fp32) and dtype(u), or the output.  Rows past
   // the valid ones get u = 0 (those past the tile's whole blocks on the first step).
   // A pair splitting the mixer also stores each of its slots' dtype(u) into the peer's shared
-  // memory, and rank 1 its fp32 u into rank 0's (the epilogue's), once the cluster barrier's
+  // memory, and its fp32 u into the peer's (the epilogue's; kSym both ranks, else rank 1 only), once the cluster barrier's
   // first phase (arrived above) completes: the peer runs, and is past its phase 1.
   constexpr int kMixV = 4;               // channels a thread
   constexpr int kMixCols = R / kMixV;    // threads a row
@@ -854,7 +871,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           *reinterpret_cast<uint2*>(s_ub + rows_swizzled(NR, r, c)) = ub;
           if constexpr (kMixAsync) {
             st_async_v2(peer_ub_a + rows_swizzled(NR, r, c), ub, peer_bar);
-            if (rank == 1) st_async_v4(peer_u_a + 4 * (r * t.ld_x + c), uf, peer_bar);
+            if (kSym || rank == 1) st_async_v4(peer_u_a + 4 * (r * t.ld_x + c), uf, peer_bar);
           } else if constexpr (kSplitMix) {
             *reinterpret_cast<uint2*>(peer_ub + rows_swizzled(NR, r, c)) = ub;
             if (rank == 1) *reinterpret_cast<float4*>(peer_u + r * t.ld_x + c) = uf;
@@ -1003,27 +1020,64 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       for (int e = 0; e < NR / 2; ++e) v[e] += acc[e];
     }
     if constexpr (kP) {
-      // Rank 1's split sums into rank 0's hand-off region (t.off_hand, the pair tiling's), by
-      // st.async completing on rank 0's mbarrier (armed with the bytes at its start); rank 0
-      // waits for them there.  Rank 0 runs until then, so the region is there to write; no stage
-      // is involved, so no cluster barrier.  H200 (latent_rows_phases.cu, session 47): 13.5 / 13.7
-      // against 14.3 / 14.5 us at N = 32 / 64 with two cluster barriers and rank 0's first stage.
-      // Without the mixer's split (harness A/B builds) no cluster barrier has yet shown rank 0
-      // running, with its mbarrier initialised.  Rank 1 then exits: all that rank 0 writes into
-      // its shared memory (the mixer's slots) landed before its phase 2 (its wait, above).
+      // The split sums into the peer's hand-off region (t.off_hand, the pair tiling's), by
+      // st.async completing on the peer's mbarrier (armed with the bytes at its start), which
+      // the peer waits for.  The peer runs until then, so the region is there to write; no stage
+      // is involved, so no cluster barrier.  kSym: each rank sends the other half's channels
+      // and writes its own; else rank 1 sends all of its sums and exits, rank 0 writes the tile
+      // (H200, latent_rows_phases.cu, session 47: 13.5 / 13.7 against 14.3 / 14.5 us at N = 32
+      // / 64 with two cluster barriers and rank 0's first stage).  Without the mixer's split
+      // (harness A/B builds) no cluster barrier has yet shown rank 0 running, with its mbarrier
+      // initialised.  A CTA exits only once all that its peer writes into its shared memory has
+      // landed (the mixer's slots before phase 2, the sums here).
       if constexpr (!kSplitMix) cooperative_groups::this_cluster().sync();
       float* hbuf = reinterpret_cast<float*>(smem + t.off_hand) + tid * (NR / 2);
       uint64_t* hand = full_wg + kWgStages;
-      if (rank == 1) {
+      if constexpr (kSym) {
+        // Warpgroups 2r, 2r + 1 keep their channels; the others send theirs (rank 0: v, its
+        // split's sum; rank 1: acc, its split's) to the same threads of the peer, and wait for
+        // the peer's.  v0 + acc1 in either rank: the same sum (fp32 addition commutes).
+        const bool mine = (wg >> 1) == rank;
+        if (!mine) {
+          const uint32_t dst = smem_cluster_addr(hbuf, rank ^ 1), bar = smem_cluster_addr(hand, rank ^ 1);
+          float send[NR / 2];  // rank 0: v; rank 1: acc (v == 0 + acc there, not the same bits for -0)
+#pragma unroll
+          for (int e = 0; e < NR / 2; ++e) send[e] = rank == 0 ? v[e] : acc[e];
+#pragma unroll
+          for (int e = 0; e < NR / 2; e += 4)
+            st_async_v4(dst + 4 * e, make_float4(send[e], send[e + 1], send[e + 2], send[e + 3]), bar);
+        }
+        XPRESS_ROWS_MARK(58);  // phase 3 done (warpgroup 0: its sums sent, in rank 1)
+        mbar_wait_cluster(hand, 0);  // every thread: the peer's bytes landed before this CTA exits
+        XPRESS_ROWS_MARK(59);
+        if (!mine) {
+          XPRESS_ROWS_MARK_IF(rank == 1 && tid == 0, 63);
+          return;
+        }
+        if (rank == 0) {
+#pragma unroll
+          for (int e = 0; e < NR / 2; ++e) v[e] += hbuf[e];
+        } else {
+#pragma unroll
+          for (int e = 0; e < NR / 2; ++e) v[e] = hbuf[e] + acc[e];
+        }
+        XPRESS_ROWS_MARK(57);  // rank 0: folded
+      } else if (rank == 1) {
         const uint32_t dst = smem_cluster_addr(hbuf, 0), bar = smem_cluster_addr(hand, 0);
 #pragma unroll
         for (int e = 0; e < NR / 2; e += 4)
           st_async_v4(dst + 4 * e, make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]), bar);
+        XPRESS_ROWS_MARK(63);  // rank 1's end: its sums issued
         return;
       }
-      mbar_wait_cluster(hand, 0);
+      if constexpr (!kSym) {
+        XPRESS_ROWS_MARK(58);  // rank 0's phase 3 done
+        mbar_wait_cluster(hand, 0);
+        XPRESS_ROWS_MARK(59);  // rank 1's sums here
 #pragma unroll
-      for (int e = 0; e < NR / 2; ++e) v[e] += hbuf[e];
+        for (int e = 0; e < NR / 2; ++e) v[e] += hbuf[e];
+        XPRESS_ROWS_MARK(57);  // folded
+      }
     }
 #pragma unroll
     for (int j = 0; j < NR / 8; ++j) {
