@@ -297,10 +297,11 @@ def test_halves_fit_rule():
     """The automatic rule on latent_pass_plan vectors (index 4: co-resident clusters, 8: row
     tiles, 12: scheduled groups), as the canonical head's plans read on an H200 (15 clusters):
     8 + 8 groups (N = 32) and 10 + 10 (N = 20, the edge: 15 + 5) split; 12 + 12 (N = 24) and
-    10 + 11 do not; nor a half on the row-tile kernel, whatever its groups."""
-    def plan(groups, row_tiles=0, fit=15):
-        p = [0] * 13
-        p[4], p[8], p[12] = fit, row_tiles, groups
+    10 + 11 do not; nor a half on the row-tile kernel, whatever its groups; nor any step whose
+    whole latent pass runs its row tiles in pairs of CTAs (index 13 is 2: N = 31-66)."""
+    def plan(groups, row_tiles=0, fit=15, tile_ctas=0):
+        p = [0] * 14
+        p[4], p[8], p[12], p[13] = fit, row_tiles, groups, tile_ctas
         return p
     assert head_module.halves_fit(plan(8), plan(8))
     assert head_module.halves_fit(plan(10), plan(10))
@@ -310,6 +311,12 @@ def test_halves_fit_rule():
     assert not head_module.halves_fit(plan(1, row_tiles=4), plan(1))
     assert not head_module.halves_fit(plan(1), plan(1, row_tiles=4))
     assert head_module.halves_fit(plan(5, fit=4), plan(0, fit=4)) and not head_module.halves_fit(plan(5, fit=4), plan(1, fit=4))
+    # N = 32: halves of 16 fit, but the whole step runs pairs; one CTA a tile or the cluster
+    # kernel for the whole step leaves the halves' rule alone (and so do 13-entry plans).
+    assert not head_module.halves_fit(plan(8), plan(8), plan(1, row_tiles=32, tile_ctas=2))
+    assert head_module.halves_fit(plan(8), plan(8), plan(1, row_tiles=32, tile_ctas=1))
+    assert head_module.halves_fit(plan(8), plan(8), plan(16))
+    assert head_module.halves_fit(plan(8), plan(8), plan(16)[:13])
 
 
 def test_pass_groups_errors():

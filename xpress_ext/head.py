@@ -52,10 +52,15 @@ HYBRID_KEY_MAP = {
 }
 
 
-def halves_fit(plan_a: list[int], plan_b: list[int]) -> bool:
+def halves_fit(plan_a: list[int], plan_b: list[int], whole: list[int] | None = None) -> bool:
     """The automatic pass_groups rule, on the latent_pass_plan of each half of a step: two
     halves when both run the cluster kernel (plan[8], row tiles, is 0) and their scheduled
-    groups (plan[12]) add up to at most a third more than the co-resident clusters (plan[4])."""
+    groups (plan[12]) add up to at most a third more than the co-resident clusters (plan[4]),
+    unless the whole step's plan (``whole``) runs the row tiles in pairs of CTAs (plan[13] is
+    2): one group is then faster (H200, session 48: 293.4-293.9 against 298.0-298.3 µs at N =
+    32, 356.7-357.6 against 371.0-372.2 at N = 40)."""
+    if whole is not None and len(whole) > 13 and whole[13] == 2:
+        return False
     fit = plan_a[4]
     return plan_a[8] == 0 and plan_b[8] == 0 and plan_a[12] + plan_b[12] <= fit + fit // 3
 
@@ -361,12 +366,14 @@ class XPressRefinerHead(nn.Module):
         """How many groups a top-C step's passes run in (see pass_groups).  Automatic: two
         halves while their latent kernels together take at most a third more clusters than fit
         on the GPU at once (latent_pass_plan), so that each half's clusters mostly run beside
-        the other half's readout instead of queueing behind its own; else one.  Measured on the
-        H200 (benchmarks/RESULTS.md, session 37; canonical head, K = 6, graph replay): the rule
-        takes two halves at N = 2-20 and 32-40, 1-7 % faster (301 against 317 µs at N = 32) except
-        N = 3 (1 % slower), and one group at N = 24 and 28 (where two halves, 24 and 28 clusters
-        of 15, were 2-5 % slower) and from N = 41 (from N = 64 each half's latent kernel takes
-        two rounds by itself)."""
+        the other half's readout instead of queueing behind its own, and the whole step's latent
+        kernel does not run in pairs of CTAs (halves_fit); else one.  Measured on the H200
+        (benchmarks/RESULTS.md, session 37; canonical head, K = 6, graph replay): the rule took
+        two halves at N = 2-20 and 32-40, 1-7 % faster (301 against 317 µs at N = 32) except N =
+        3 (1 % slower), and one group at N = 24 and 28 (where two halves, 24 and 28 clusters of
+        15, were 2-5 % slower) and from N = 41 (from N = 64 each half's latent kernel takes two
+        rounds by itself).  Since session 48 the pairs (N = 31-66 on an H200) make one group
+        faster at N = 32 and 40 as well, so the rule splits only N = 2-20."""
         N = step["N"]
         if self.pass_groups is not None:
             return min(self.pass_groups, N)
@@ -379,7 +386,7 @@ class XPressRefinerHead(nn.Module):
             plans = [
                 torch.ops.xpress_ext.latent_pass_plan(n, self.block_size, self.rank, self.mlp_hidden,
                                                       step["lat"].dtype, index)
-                for n in (N // 2, N - N // 2)
+                for n in (N // 2, N - N // 2, N)
             ]
             self._group_counts[key] = 2 if halves_fit(*plans) else 1
         return self._group_counts[key]
