@@ -277,7 +277,9 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
                          k::rows_kchunk3(plan.tiling) == k::rows_kchunk3(head);
   // In pairs (kPair: the head's 16-row kernel, whose phases 2 and 3 are warpgroup MMAs, so an
   // sm_90a build on compute capability 9.0), each CTA of a tile streams 14 of the 28 stages
-  // (16 until session 47 split the mixer too: ~12.8-13.3 us from N = 30 to 66).
+  // (16 until session 47 split the mixer too: ~12.8-13.3 us from N = 30 to 66; since session 48
+  // their exchanges are st.async on mbarriers and each CTA writes half the tile: ~11.6-12.0 us
+  // with the exchanges alone, latent_head 10.9 / 11.2 at N = 32 / 64 with both).
   // Pairs take over from the cluster variant once it needs a second round of groups (N >= 31 on
   // an H200) while every tile's pair is co-resident (N <= 66 on an H200's 132 SMs); past that,
   // one CTA a tile as above.  H200, as the head calls it (table, prefetched, packed weights),

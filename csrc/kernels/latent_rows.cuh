@@ -1033,19 +1033,23 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       if constexpr (!kSplitMix) cooperative_groups::this_cluster().sync();
       float* hbuf = reinterpret_cast<float*>(smem + t.off_hand) + tid * (NR / 2);
       uint64_t* hand = full_wg + kWgStages;
+      // This thread's NR / 2 sums into the same thread's hand-off region in CTA `to`.
+      auto send_sums = [&](const float (&src)[NR / 2], int to) {
+        const uint32_t dst = smem_cluster_addr(hbuf, to), bar = smem_cluster_addr(hand, to);
+#pragma unroll
+        for (int e = 0; e < NR / 2; e += 4)
+          st_async_v4(dst + 4 * e, make_float4(src[e], src[e + 1], src[e + 2], src[e + 3]), bar);
+      };
       if constexpr (kSym) {
         // Warpgroups 2r, 2r + 1 keep their channels; the others send theirs (rank 0: v, its
         // split's sum; rank 1: acc, its split's) to the same threads of the peer, and wait for
         // the peer's.  v0 + acc1 in either rank: the same sum (fp32 addition commutes).
         const bool mine = (wg >> 1) == rank;
         if (!mine) {
-          const uint32_t dst = smem_cluster_addr(hbuf, rank ^ 1), bar = smem_cluster_addr(hand, rank ^ 1);
           float send[NR / 2];  // rank 0: v; rank 1: acc (v == 0 + acc there, not the same bits for -0)
 #pragma unroll
           for (int e = 0; e < NR / 2; ++e) send[e] = rank == 0 ? v[e] : acc[e];
-#pragma unroll
-          for (int e = 0; e < NR / 2; e += 4)
-            st_async_v4(dst + 4 * e, make_float4(send[e], send[e + 1], send[e + 2], send[e + 3]), bar);
+          send_sums(send, rank ^ 1);
         }
         XPRESS_ROWS_MARK(58);  // phase 3 done (warpgroup 0: its sums sent, in rank 1)
         mbar_wait_cluster(hand, 0);  // every thread: the peer's bytes landed before this CTA exits
@@ -1062,15 +1066,12 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           for (int e = 0; e < NR / 2; ++e) v[e] = hbuf[e] + acc[e];
         }
         XPRESS_ROWS_MARK(57);  // rank 0: folded
-      } else if (rank == 1) {
-        const uint32_t dst = smem_cluster_addr(hbuf, 0), bar = smem_cluster_addr(hand, 0);
-#pragma unroll
-        for (int e = 0; e < NR / 2; e += 4)
-          st_async_v4(dst + 4 * e, make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]), bar);
-        XPRESS_ROWS_MARK(63);  // rank 1's end: its sums issued
-        return;
-      }
-      if constexpr (!kSym) {
+      } else {
+        if (rank == 1) {
+          send_sums(acc, 0);
+          XPRESS_ROWS_MARK(63);  // rank 1's end: its sums issued
+          return;
+        }
         XPRESS_ROWS_MARK(58);  // rank 0's phase 3 done
         mbar_wait_cluster(hand, 0);
         XPRESS_ROWS_MARK(59);  // rank 1's sums here
