@@ -12,7 +12,8 @@
 // Built for sm_90a (as the extension is) the head's kernel runs phases 2 and 3 as warpgroup MMAs
 // on whole-K boxes, each warpgroup on its own stages (their marks: the time its first thread saw
 // each stage land); -DXPRESS_ROWS_WGMMA=0 builds it with mma.sync on the 64 x 32 / 64 x 64 boxes
-// (same bits: compare the output hashes).
+// (same bits: compare the output hashes); -DXPRESS_ROWS_MIX_UNROLL=4 builds the mixer's loop over j
+// as before session 49 (unrolled by 4 instead of whole in the head's kernel).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90a,code=sm_90a \
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]
@@ -24,6 +25,8 @@
 // single CTA's.  A pair prints rank 1's marks on a second line, and rank 0's wait for the sums.
 // "cl1": one CTA a tile, launched with a cluster attribute of 1 (compute-sanitizer runs: racecheck
 // follows the kernel's mbarrier ordering without a cluster attribute only, session 46).
+// "prefetch": LatentArgs::prefetch_weights, as the head calls it (the head's kernel issues its
+// first stages' copies before the grid-dependency wait).
 // "packed": the weights as latent_pack_weights packs them (LatentArgs::wpack), each stage of the
 // head's kernel one bulk copy; the output hash must equal the tensor maps' one.
 #include <cuda_bf16.h>
@@ -76,12 +79,14 @@ int main(int argc, char** argv) {
   }
   // "packed" (any argument from the fourth on): latent_pack_weights' image of the weights, each
   // stage one bulk copy (the kernel compiled for the head, sm_90a).
-  bool packed = false, pair = false, cl1 = false;
+  bool packed = false, pair = false, cl1 = false, prefetch = false;
   for (int i = 3; i < argc; ++i) {
     packed = packed || std::string(argv[i]) == "packed";
     pair = pair || std::string(argv[i]) == "pair";
     cl1 = cl1 || std::string(argv[i]) == "cl1";
+    prefetch = prefetch || std::string(argv[i]) == "prefetch";
   }
+  ra.a.prefetch_weights = prefetch;
   if (packed) {
     const size_t RR = (size_t)R * R, MX = (size_t)B * B * R, RH = (size_t)R * H;
     std::vector<uint16_t> cat(RR + MX + 3 * RH), img;
@@ -142,8 +147,8 @@ int main(int argc, char** argv) {
   const int nmix = pair && XPRESS_ROWS_PAIR_MIX ? ra.t.nmix / 2 : ra.t.nmix;  // a pair splits the mixer
   const int mix_end = n1 + nmix;
   const int steps = mix_end + (ra.t.n2 + ra.t.n3) / (pair ? 2 : 1);
-  std::printf("%s%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
-              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", pair ? " pair" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
+  std::printf("%s%s%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
+              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", pair ? " pair" : "", prefetch ? " prefetch" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
   // A pair's means are over its rank-0 CTAs, then (a second line) over its rank-1 CTAs, whose
   // mark 63 is its sums' st.async issued (it has no epilogue).  clock64 is per SM: a rank's
   // marks are durations from its own start, not comparable with the peer's.

@@ -51,4 +51,6 @@ with torch.no_grad():
                 assert torch.equal(drafts, ref), f"N={N}: {g} groups drafted other tokens"
                 times[g].append(timing.cuda_graph_us(lambda i: head.jacobi_refine_greedy(*inputs, K), 1, calls=3))
         line = "; ".join(f"{g} groups {' / '.join(f'{u:.1f}' for u in us)}" for g, us in times.items())
+        if None in GROUPS:  # what the automatic rule took
+            line += f"; auto took {sorted({v for k, v in head._group_counts.items() if k[0] == N})}"
         print(f"draft_topc N={N}: {line} us (drafts equal, id sum {int(ref.sum().item())})", flush=True)

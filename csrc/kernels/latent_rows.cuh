@@ -813,6 +813,19 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // first phase (arrived above) completes: the peer runs, and is past its phase 1.
   constexpr int kMixV = 4;               // channels a thread
   constexpr int kMixCols = R / kMixV;    // threads a row
+  // The j loop, all of it where B is a constant (the head's kernel): the swizzle of each mixer
+  // row's address (row % 8 == j % 8) folds into the loads' offsets, and an item's loads go out
+  // with fewer instructions between them.  A step is bound by the instructions its threads
+  // issue, not by shared-memory bytes (H200, latent_rows_phases.cu, session 49: graph replay
+  // with prefetch, 25.41-25.48 against 26.63-26.83 us at N = 256, 17.25-17.45 against
+  // 17.51-17.62 at N = 128, 12.15-12.20 against 12.33-12.42 at N = 64 in pairs, 12.04-12.14
+  // against 12.08-12.22 at N = 32).  x loaded once for two slots, or 2 or 8 channels a thread,
+  // were slower (benchmarks/experiments/latent_rows_mixer_split.patch), and so was bf16 widened
+  // by shifts and masks instead of its conversion (25.65-25.67 at N = 256).
+#ifndef XPRESS_ROWS_MIX_UNROLL
+#define XPRESS_ROWS_MIX_UNROLL 0  // harness A/B builds: 4 = session 48's loop
+#endif
+  constexpr int kMixUnroll = XPRESS_ROWS_MIX_UNROLL > 0 ? XPRESS_ROWS_MIX_UNROLL : kFixed ? (kB > 0 ? kB : 1) : 4;
   float* peer_u = s_u;
   unsigned char* peer_ub = s_ub;
   uint32_t peer_u_a = 0, peer_ub_a = 0, peer_bar = 0;  // kMixAsync: shared::cluster addresses
@@ -845,8 +858,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       float u[kMixV] = {0.f, 0.f, 0.f, 0.f};
       if (r < valid_rows) {
         const float* xcol = s_x + (r - k) * t.ld_x + c;  // slot 0 of this row's block
-
-#pragma unroll 4
+#pragma unroll kMixUnroll
         for (int j = 0; j < B; ++j) {
           const float4 xv = *reinterpret_cast<const float4*>(xcol + j * t.ld_x);
           T m[kMixV];
