@@ -825,7 +825,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 #ifndef XPRESS_ROWS_MIX_UNROLL
 #define XPRESS_ROWS_MIX_UNROLL 0  // harness A/B builds: 4 = session 48's loop
 #endif
-  constexpr int kMixUnroll = XPRESS_ROWS_MIX_UNROLL > 0 ? XPRESS_ROWS_MIX_UNROLL : kFixed ? (kB > 0 ? kB : 1) : 4;
+  constexpr int kMixUnroll = XPRESS_ROWS_MIX_UNROLL > 0 ? XPRESS_ROWS_MIX_UNROLL : kFixed ? kB : 4;
   float* peer_u = s_u;
   unsigned char* peer_ub = s_ub;
   uint32_t peer_u_a = 0, peer_ub_a = 0, peer_bar = 0;  // kMixAsync: shared::cluster addresses
