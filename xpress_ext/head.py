@@ -57,8 +57,9 @@ def halves_fit(plan_a: list[int], plan_b: list[int], whole: list[int] | None = N
     halves when both run the cluster kernel (plan[8], row tiles, is 0) and their scheduled
     groups (plan[12]) add up to at most a third more than the co-resident clusters (plan[4]),
     unless the whole step's plan (``whole``) runs the row tiles in pairs of CTAs (plan[13] is
-    2): one group is then faster (H200, session 48: 293.4-293.9 against 298.0-298.3 µs at N =
-    32, 356.7-357.6 against 371.0-372.2 at N = 40)."""
+    2): one group is then faster (H200, session 48, groups forced: 293.4-293.9 against
+    298.0-298.3 µs at N = 32, 356.7-357.6 against 371.0-372.2 at N = 40; session 49, the rule's
+    own choice at N = 2-66: the faster grouping, or one within 0.5 %, at every N timed)."""
     if whole is not None and len(whole) > 13 and whole[13] == 2:
         return False
     fit = plan_a[4]
