@@ -23,6 +23,8 @@
 // cluster barrier instead of st.async on each CTA's mbarrier; -DXPRESS_ROWS_PAIR_SYM=0: rank 1 hands
 // all its phase-3 sums to rank 0, which writes the whole tile); the output hash must equal the
 // single CTA's.  A pair prints rank 1's marks on a second line, and rank 0's wait for the sums.
+// "quad": the same kernel in clusters of four CTAs a 16-row tile (kQuad, session 50); ranks 2 and 3
+// print no end marks.
 // "cl1": one CTA a tile, launched with a cluster attribute of 1 (compute-sanitizer runs: racecheck
 // follows the kernel's mbarrier ordering without a cluster attribute only, session 46).
 // "prefetch": LatentArgs::prefetch_weights, as the head calls it (the head's kernel issues its
@@ -79,14 +81,20 @@ int main(int argc, char** argv) {
   }
   // "packed" (any argument from the fourth on): latent_pack_weights' image of the weights, each
   // stage one bulk copy (the kernel compiled for the head, sm_90a).
-  bool packed = false, pair = false, cl1 = false, prefetch = false;
+  bool packed = false, pair = false, quad = false, cl1 = false, prefetch = false;
   for (int i = 3; i < argc; ++i) {
     packed = packed || std::string(argv[i]) == "packed";
     pair = pair || std::string(argv[i]) == "pair";
+    quad = quad || std::string(argv[i]) == "quad";
     cl1 = cl1 || std::string(argv[i]) == "cl1";
     prefetch = prefetch || std::string(argv[i]) == "prefetch";
   }
   ra.a.prefetch_weights = prefetch;
+  if (quad && mt != 1) {
+    std::printf("quad: 16-row tiles only\n");
+    return 1;
+  }
+  const int ranks = quad ? 4 : pair ? 2 : 1;  // CTAs a tile
   if (packed) {
     const size_t RR = (size_t)R * R, MX = (size_t)B * B * R, RH = (size_t)R * H;
     std::vector<uint16_t> cat(RR + MX + 3 * RH), img;
@@ -111,7 +119,7 @@ int main(int argc, char** argv) {
   }
   constexpr k::LatentShape cs = k::latent_shape(R, H, 2, k::kLatentFixedCluster);  // the cluster tiling's K-splits
   ra.t = k::make_latent_rows_tiling(R, H, B, mt, mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>(), k::rows_kchunk1(cs),
-                                    k::rows_kchunk3(cs), pair);
+                                    k::rows_kchunk3(cs), pair || quad);
   const int tiles = (N + ra.t.blocks - 1) / ra.t.blocks;
   if (fixed && !k::encode_latent_rows_maps(ra)) {  // the head's kernel streams by TMA
     std::printf("tensor maps refused\n");
@@ -119,11 +127,12 @@ int main(int argc, char** argv) {
   }
   auto pick = [&](auto tab) {
     constexpr bool kT = decltype(tab)::value;
+    if (quad) return k::latent_rows_kernel<T, 1, 16, 512, kT, false, true>;
     if (pair) return mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512, kT, true> : k::latent_rows_kernel<T, 2, 16, 512, kT, true>;
     return fixed ? (mt == 1 ? k::latent_rows_kernel<T, 1, 16, 512, kT> : k::latent_rows_kernel<T, 2, 16, 512, kT>)
                  : (mt == 1 ? k::latent_rows_kernel<T, 1, 0, 0, kT> : k::latent_rows_kernel<T, 2, 0, 0, kT>);
   };
-  if (pair && !fixed) {
+  if ((pair || quad) && !fixed) {
     std::printf("pair: the kernel compiled for the head only (fixed)\n");
     return 1;
   }
@@ -133,22 +142,22 @@ int main(int argc, char** argv) {
   cudaStream_t stream;  // not the legacy default stream, which cannot be captured
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const LaunchTimes tm = time_launches(stream, [&](cudaStream_t st) {
-    if (pair || cl1) {  // clusters of two CTAs a tile; cl1: one CTA a tile with a cluster attribute of 1
-      launch_clusters(kernel, dim3(pair ? 2 * tiles : tiles), k::kLatentThreads, smem, st, pair ? 2 : 1, ra);
+    if (ranks > 1 || cl1) {  // clusters of two (four) CTAs a tile; cl1: one CTA a tile with a cluster attribute of 1
+      launch_clusters(kernel, dim3(ranks * tiles), k::kLatentThreads, smem, st, ranks, ra);
     } else {
       kernel<<<tiles, k::kLatentThreads, ra.t.smem_bytes, st>>>(ra);
     }
     CK(cudaGetLastError());
   });
-  const int ctas = std::min(pair ? 2 * tiles : tiles, 4096);
+  const int ctas = std::min(ranks * tiles, 4096);
   std::vector<long long> pr(static_cast<size_t>(ctas) * 64);
   CK(cudaMemcpyFromSymbol(pr.data(), g_rows_probe, pr.size() * sizeof(long long)));
   const int n1 = table ? 0 : ra.t.n1;  // with the table phase 1 streams nothing
-  const int nmix = pair && XPRESS_ROWS_PAIR_MIX ? ra.t.nmix / 2 : ra.t.nmix;  // a pair splits the mixer
+  const int nmix = ranks > 1 && XPRESS_ROWS_PAIR_MIX ? ra.t.nmix / ranks : ra.t.nmix;  // a pair (quad) splits the mixer
   const int mix_end = n1 + nmix;
-  const int steps = mix_end + (ra.t.n2 + ra.t.n3) / (pair ? 2 : 1);
+  const int steps = mix_end + (ra.t.n2 + ra.t.n3) / ranks;
   std::printf("%s%s%s%s%s N=%d rows/CTA=%d CTAs=%d smem=%zu: %.1f us (median), %.2f us graph replay\n  mean cycles per step:",
-              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", pair ? " pair" : "", prefetch ? " prefetch" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
+              fixed ? "fixed" : "generic", table ? " table" : "", packed ? " packed" : "", quad ? " quad" : pair ? " pair" : "", prefetch ? " prefetch" : "", N, 16 * mt, tiles, ra.t.smem_bytes, tm.single_us, tm.graph_us);
   // A pair's means are over its rank-0 CTAs, then (a second line) over its rank-1 CTAs, whose
   // mark 63 is its sums' st.async issued (it has no epilogue).  clock64 is per SM: a rank's
   // marks are durations from its own start, not comparable with the peer's.
@@ -156,15 +165,15 @@ int main(int argc, char** argv) {
   auto mean = [&](int from, int to) {
     double sum = 0;
     int n = 0;
-    for (int i = rank; i < ctas; i += pair ? 2 : 1, ++n) sum += pr[i * 64 + to] - pr[i * 64 + from];
+    for (int i = rank; i < ctas; i += ranks, ++n) sum += pr[i * 64 + to] - pr[i * 64 + from];
     return sum / n;
   };
-  for (rank = 0; rank < (pair ? 2 : 1); ++rank) {
-    if (rank == 1) std::printf("\n  rank 1's CTAs:");
+  for (rank = 0; rank < ranks; ++rank) {
+    if (rank >= 1) std::printf("\n  rank %d's CTAs:", rank);
     std::printf(" start->step0 %.0f (copies issued %.0f, x's loads reached %.0f, x stored %.0f) |", mean(0, 1),
                 mean(0, 60), mean(0, 61), mean(0, 62));
     for (int s = 0; s < steps; ++s) {
-      if (s == n1 || s == mix_end || s == mix_end + ra.t.n2 / (pair ? 2 : 1)) std::printf(" |");
+      if (s == n1 || s == mix_end || s == mix_end + ra.t.n2 / ranks) std::printf(" |");
       std::printf(" %.0f", mean(1 + s, s + 1 < steps ? 2 + s : 63));
     }
     std::printf(" | total %.0f", mean(0, 63));

@@ -36,6 +36,9 @@ CASES = [
     ((2, 20, 256, 512, 111), torch.float16, {}, True),
     ((3, *HEAD), torch.bfloat16, {"XPRESS_EXT_LATENT_VARIANT": "pairs16"}, True),
     ((2, *HEAD), torch.float16, {"XPRESS_EXT_LATENT_VARIANT": "pairs16"}, False),
+    ((3, *HEAD), torch.bfloat16, {"XPRESS_EXT_LATENT_VARIANT": "quads16"}, True),
+    ((30, *HEAD), torch.float16, {}, True),
+    ((2, *HEAD), torch.bfloat16, {"XPRESS_EXT_LATENT_VARIANT": "quads16"}, False),
 ]
 
 PACK = "--pack" in sys.argv

@@ -170,7 +170,7 @@ def test_variants_with_pack(monkeypatch, dtype, N):
     table = xpress_ext.latent_embed_table(inp["w1"], inp["wlat_t"])
     monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
     expect = run_latent(inp)
-    for name, fixed in itertools.product(("cluster", "rows16", "rows32", "pairs16", ""), ("1", "0")):
+    for name, fixed in itertools.product(("cluster", "rows16", "rows32", "pairs16", "quads16", ""), ("1", "0")):
         monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", name)
         monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", fixed)
         for emb_lat, prefetch in itertools.product((None, table), (False, True)):
@@ -188,7 +188,7 @@ def test_head_kernel_reads_the_pack(monkeypatch):
     for key in ("wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t"):
         bumped = dict(inp, **{key: inp[key] * 2})
         pack = xpress_ext.latent_pack_weights(*weights(bumped))
-        for name in ("rows16", "rows32", "pairs16"):  # pairs16: each CTA its stages of the pack
+        for name in ("rows16", "rows32", "pairs16", "quads16"):  # pairs, quads: each CTA its stages of the pack
             monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", name)
             monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", "1")
             got, names = cuda_kernels_run(lambda: run_packed(inp, pack))

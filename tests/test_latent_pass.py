@@ -209,10 +209,12 @@ def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
     (N = 30 15 groups, N = 31 16): in pairs while every tile's pair is co-resident (an H200's
     132 SMs hold at most 66, so N = 67 on takes one CTA a tile); or, with the generic kernels
     (XPRESS_EXT_LATENT_FIXED=0), three or more rounds of whole groups (N = 75 two rounds and a
-    last round of 16-row groups, N = 76 three rounds of 32-row groups)."""
+    last round of 16-row groups, N = 76 three rounds of 32-row groups).  Where the pairs run, the
+    16-row tiles run in quads of CTAs instead from where the cluster variant's groups grow past
+    one block (N = 16 on an H200) while every tile's quad is co-resident (30 on an H200)."""
     monkeypatch.delenv("XPRESS_EXT_LATENT_VARIANT", raising=False)
     monkeypatch.delenv("XPRESS_EXT_LATENT_FIXED", raising=False)
-    ns = (1, 7, 30, 31, 32, 36, 37, 40, 60, 61, 66, 67, 75, 76, 90, 91, 132, 133, 256, 1000)
+    ns = (1, 7, 15, 16, 30, 31, 32, 36, 37, 40, 60, 61, 66, 67, 75, 76, 90, 91, 132, 133, 256, 1000)
     plans = [torch.ops.xpress_ext.latent_pass_plan(n, 16, 256, 512, dtype, 0) for n in ns]
     assert len({p[0] for p in plans}) == 1, plans
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -224,18 +226,23 @@ def test_plan_cluster_does_not_depend_on_n(dtype, monkeypatch):
         assert fixed == (dtype != torch.float32 and cluster == 8), p
         whole_rounds = full // max_clusters if tail else -(-sched // max_clusters)
         pairs = LATENT_PAIRS and bool(fixed)
+        # quads: where the cluster variant's groups grew past one block, if every tile's quad
+        # is co-resident (which the plan does not report: ctas == 4 says it was)
+        quads = pairs and blocks > 1 and ctas == 4
         assert bool(tile_rows) == (dtype != torch.float32 and (whole_rounds >= 3 or 4 * groups > 5 * max_clusters or
-                                                               (pairs and groups > max_clusters))), p
+                                                               (pairs and groups > max_clusters) or quads)), p
         if tile_rows:  # the row-tile variant: whole blocks per CTA, every block covered
             assert tile_rows == (16 if n <= sms else 32) and tiles * (tile_rows // 16) >= n, p
-            # pairs: 16-row tiles, at most one pair a two SMs
-            assert ctas in (1, 2) and (ctas == 2) <= (pairs and tile_rows == 16 and 2 * tiles <= sms), p
+            # pairs / quads: 16-row tiles, at most one CTA an SM
+            assert ctas in (1, 2, 4) and (ctas > 1) <= (pairs and tile_rows == 16 and ctas * tiles <= sms), p
             if pairs and n in (31, 37) and sms >= 132:
-                assert ctas == 2, p  # 74 of an H200's 132 SMs: co-resident
+                assert ctas == 2, p  # 74 of an H200's 132 SMs: co-resident (31 quads are not)
+            if pairs and n in (16, 30) and sms >= 132:
+                assert ctas == 4, p  # up to 120 of an H200's 132 SMs: 30 co-resident quads
         else:
             assert ctas == 0, p
-        if dtype != torch.float32 and max_clusters == 15 and n in (30, 31, 36, 37):  # an H200's boundary
-            assert bool(tile_rows) == (n >= (31 if pairs else 37)), p
+        if dtype != torch.float32 and max_clusters == 15 and n in (7, 15, 16, 30, 31, 36, 37):  # an H200's boundaries
+            assert bool(tile_rows) == (n >= (16 if pairs else 37)), p
     # The generic kernels keep the three-rounds rule.
     monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", "0")
     for n in ns:
@@ -296,7 +303,7 @@ def test_tail_groups_same_bits(monkeypatch, dtype, shape, do_mlp):
     assert torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)[10:13] == [0, 0, plan[6]]
     assert torch.equal(tail, run_latent(inp, do_mlp=do_mlp))
     if dtype != torch.float32 and R == 256:
-        for variant in ("rows16", "pairs16"):
+        for variant in ("rows16", "pairs16", "quads16"):
             monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", variant)
             assert torch.equal(tail, run_latent(inp, do_mlp=do_mlp)), variant
     monkeypatch.setenv("XPRESS_EXT_LATENT_TAIL", "2")
@@ -329,7 +336,7 @@ def test_cluster_walks_same_bits(monkeypatch, dtype, N, prefetch):
     assert torch.equal(run_latent(inp, prefetch_weights=prefetch), fixed)
 
 
-VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32, "pairs16": 16}
+VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32, "pairs16": 16, "quads16": 16}
 
 
 @needs_cuda
@@ -344,7 +351,8 @@ VARIANTS = {"cluster": 0, "rows16": 16, "rows32": 32, "pairs16": 16}
 def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
     """The cluster variant and the row-tile variant (16 or 32 rows per CTA, and 16-row tiles in
     pairs of CTAs, pairs16, where the head's kernel runs them: each CTA half of the MLP's
-    weights, rank 1's K-split handed to rank 0; without the MLP rank 0 alone), each as its kernel
+    weights, rank 1's K-split handed to rank 0; and in quads, quads16: each CTA a quarter; without
+    the MLP rank 0 alone), each as its kernel
     compiled for the canonical head and as its generic kernel (XPRESS_EXT_LATENT_FIXED=0), write
     the same bits, so the planner may choose between them by N without a row's result depending
     on the batch.  Shapes: full tiles, a partial last tile, several blocks per tile (B = 5, 2),
@@ -367,15 +375,17 @@ def test_variants_bitwise_equal(monkeypatch, dtype, shape, do_mlp):
         # the kernel compiled for the head runs exactly there (the 8-CTA cluster's K-splits)
         head = fixed == "1" and (B, R, H) == (16, 256, 512) and plan[0] == 8
         assert plan[9] == head, (name, fixed, plan)
-        # pairs16: a tile in a pair of CTAs where the head's kernel runs them, else one
+        # pairs16 / quads: a tile in a pair / quad of CTAs where the head's kernel runs them, else one
         pair = name == "pairs16" and head and LATENT_PAIRS
-        assert plan[13] == (0 if not plan[7] else 2 if pair else 1), (name, fixed, plan)
+        quad = name == "quads16" and head and LATENT_PAIRS
+        assert plan[13] == (0 if not plan[7] else 2 if pair else 4 if quad else 1), (name, fixed, plan)
         outs[name, fixed], names = cuda_kernels_run(lambda: run_latent(inp, do_mlp=do_mlp))
         if names is not None:  # the launch runs the build the plan names (None: under a sanitizer)
             t = "__nv_bfloat16" if dtype == torch.bfloat16 else "__half"
             if plan[7]:
                 want = f"latent_rows_kernel<{t}, {plan[7] // 16}, " + (
-                    ("16, 512, false, " if head else "0, 0, false, ") + ("true>" if pair else "false>"))
+                    ("16, 512, false, " if head else "0, 0, false, ") +
+                    ("true, false>" if pair else "false, true>" if quad else "false, false>"))
             else:
                 want = f"latent_pass_kernel<{t}, " + ("16, 256, 512, 8, false>" if head else "0, 0, 0, 0, false>")
             assert [n for n in names if "latent" in n] == [n for n in names if want in n] != [], (want, names)

@@ -109,7 +109,7 @@ def test_variants_with_table(monkeypatch, dtype, shape):
     inp = with_table(latent_inputs(*shape, dtype, "cuda", seed=8))
     monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
     expect = run_latent(inp)
-    for name, fixed in itertools.product(("cluster", "rows16", "rows32", "pairs16"), ("1", "0")):
+    for name, fixed in itertools.product(("cluster", "rows16", "rows32", "pairs16", "quads16"), ("1", "0")):
         monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", name)
         monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", fixed)
         got, names = cuda_kernels_run(lambda: run_table(inp, inp["emb_lat"]))
@@ -117,8 +117,8 @@ def test_variants_with_table(monkeypatch, dtype, shape):
         if names is not None:
             latent = [n for n in names if "latent" in n]
             plan = torch.ops.xpress_ext.latent_pass_plan(N, B, R, H, dtype, 0)
-            # the table's build (kTable); the row-tile kernel's last argument is kPair
-            kind, tab = ("latent_rows_kernel", ", true, " + ("true>" if plan[13] == 2 else "false>")) if plan[7] else (
+            # the table's build (kTable); the row-tile kernel's last arguments are kPair, kQuad
+            kind, tab = ("latent_rows_kernel", ", true, " + {2: "true, false>", 4: "false, true>"}.get(plan[13], "false, false>")) if plan[7] else (
                 "latent_pass_kernel", ", true>")
             assert latent != [] and all(kind in n and tab in n for n in latent), (name, fixed, latent)
         # as the head calls it: the weights prefetched (the row-tile kernel compiled for the

@@ -115,7 +115,7 @@ struct LatentPlan {
   int rows_mt;             // 0: cluster variant; 1 or 2: row-tile variant, 16 * rows_mt rows
   k::LatentRowsTiling rows;
   int64_t row_tiles;       // tiles of the row-tile variant
-  int tile_ctas;           // CTAs a tile: 1, or 2 for the head's kernel in pairs (kPair)
+  int tile_ctas;           // CTAs a tile: 1, or 2 / 4 for the head's kernel in pairs (kPair) / quads (kQuad)
   bool fixed;              // the variant's kernel compiled for this head runs (the row-tile one: where
                            // encode_latent_rows_maps maps the weights, else the generic one)
   // The cluster variant's build, and the row-tile variant's (rows_mt > 0): [0] without the
@@ -125,10 +125,10 @@ struct LatentPlan {
 };
 
 // The variant forced by XPRESS_EXT_LATENT_VARIANT (benchmarks and tests): -1 none, 0 cluster,
-// 1 / 2 the row-tile variant with 16 / 32 rows per CTA, 3 its 16-row tiles in pairs of CTAs
-// where the head's kernel can run them (else one CTA a tile).
+// 1 / 2 the row-tile variant with 16 / 32 rows per CTA, 3 / 4 its 16-row tiles in pairs / quads
+// of CTAs, where the head's kernel can run them (else one CTA a tile).
 int forced_latent_variant() {
-  return env_choice("XPRESS_EXT_LATENT_VARIANT", {"cluster", "rows16", "rows32", "pairs16"}, -1);
+  return env_choice("XPRESS_EXT_LATENT_VARIANT", {"cluster", "rows16", "rows32", "pairs16", "quads16"}, -1);
 }
 
 // Whether the kernels compiled for the canonical head may run (XPRESS_EXT_LATENT_FIXED=0: the
@@ -164,16 +164,18 @@ auto latent_cluster_kernel(int B, int R, int H, int cluster, bool fixed_enabled,
 }
 
 // The row-tile variant's build: the head's when the plan's K-splits are the ones it has as
-// constants (they are whenever the cluster tiling is the kFixedCluster one); `pair`: its 16-row
-// build that runs a tile in a cluster of two CTAs (the planner checks that the build has it, pairs_built).
+// constants (they are whenever the cluster tiling is the kFixedCluster one); `ranks` 2 / 4: its
+// 16-row build that runs a tile in a cluster of two / four CTAs (the planner checks that the build
+// has them, pairs_built).
 template <typename T, bool kTable>
 auto latent_rows_kernel_for(int mt, int B, int H, const k::LatentRowsTiling& rt, bool fixed_enabled, bool* fixed,
-                            bool pair = false) {
+                            int ranks = 1) {
   constexpr k::LatentShape c = k::latent_shape(kFixedR, kFixedH, 2, kFixedCluster);
   *fixed = sizeof(T) == 2 && B == kFixedB && H == kFixedH && fixed_enabled && rt.kchunk1 == k::rows_kchunk1(c) &&
            rt.kchunk3 == k::rows_kchunk3(c);
   if constexpr (sizeof(T) == 2) {
-    if (*fixed && pair && mt == 1) return k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable, true>;
+    if (*fixed && ranks == 4 && mt == 1) return k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable, false, true>;
+    if (*fixed && ranks == 2 && mt == 1) return k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable, true>;
     if (*fixed) {
       return mt == 1 ? k::latent_rows_kernel<T, 1, kFixedB, kFixedH, kTable>
                      : k::latent_rows_kernel<T, 2, kFixedB, kFixedH, kTable>;
@@ -306,10 +308,35 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
     pair = pairs_built && mt == 1;  // while the pairs are co-resident (below)
   }
   const int forced = forced_latent_variant();
+  bool quad = false;
   if (forced >= 0) {
-    const int want = forced == 3 ? 1 : forced;  // pairs16: 16-row tiles
+    const int want = forced >= 3 ? 1 : forced;  // pairs16, quads16: 16-row tiles
     mt = (want == 0 || !rows_ok || 16 * want < B) ? 0 : want;
     pair = forced == 3 && mt == 1 && pairs_built;
+    quad = forced == 4 && mt == 1 && pairs_built;
+  }
+  // In quads (kQuad: the head's 16-row kernel, a tile in a cluster of four CTAs, 7 stages a CTA
+  // and wgmma's N = 8) where every tile's quad is co-resident (N <= 30 on an H200: 30 clusters of
+  // four), from where the cluster variant's groups grow past one block (N >= 16 on an H200: 16
+  // groups of 16 rows, 15 co-resident clusters) or where pairs would run.  H200, as the head calls
+  // it (table, prefetched, packed), session 50, probe_latent_variant.py, us at N = 4 / 8 / 12 / 16 /
+  // 20 / 24 / 28 / 30 / 31: cluster 6.6 / 7.3 / 8.0 / 9.5 / 9.7 / 10.1 / 10.4 / 10.7 / 14.0,
+  // quads16 8.4 / 8.5 / 8.6 / 8.8 / 9.1 / 9.2 / 9.2 / 9.4 / 17.1 (31 quads: two waves), pairs
+  // 10.4-10.9.  Same bits every way.  32-row tiles in quads need a pair tiling (hand-off region)
+  // that exceeds the shared memory.
+  if (forced < 0 && pairs_built && (pair || plan.tiling.blocks_per_group > min_blocks)) {
+    const k::LatentRowsTiling qt = k::make_latent_rows_tiling(R, H, B, 1, k::rows_stages<1>(), k::rows_kchunk1(plan.tiling),
+                                                              k::rows_kchunk3(plan.tiling), true);
+    bool qfixed = false;
+    const auto q0 = latent_rows_kernel_for<T, false>(1, B, H, qt, fixed_enabled, &qfixed, 4);
+    const auto q1 = latent_rows_kernel_for<T, true>(1, B, H, qt, fixed_enabled, &qfixed, 4);
+    if (qt.smem_bytes <= smem_limit && qfixed &&
+        (N + qt.blocks - 1) / qt.blocks <= std::min(max_active_clusters(q0, device, 4, qt.smem_bytes),
+                                                    max_active_clusters(q1, device, 4, qt.smem_bytes))) {
+      mt = 1;
+      quad = true;
+      pair = false;
+    }
   }
   if (mt > 0) {
     const int stages = mt == 1 ? k::rows_stages<1>() : k::rows_stages<2>();
@@ -318,22 +345,23 @@ LatentPlan<T> plan_latent_pass(int64_t N, int B, int R, int H, int device) {
                                         k::rows_kchunk3(plan.tiling), in_pairs);
     };
     const k::LatentRowsTiling rt = tiling(false);
-    if (pair && tiling(true).smem_bytes > smem_limit) pair = false;
+    if ((pair || quad) && tiling(true).smem_bytes > smem_limit) pair = quad = false;
     if (rt.smem_bytes <= smem_limit) {
       plan.rows_mt = mt;
       plan.row_tiles = (N + rt.blocks - 1) / rt.blocks;
-      auto kernels = [&](bool in_pairs) {
-        plan.rows = tiling(in_pairs);
-        plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, plan.rows, fixed_enabled, &plan.fixed, in_pairs);
-        plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, plan.rows, fixed_enabled, &plan.fixed, in_pairs);
-        plan.tile_ctas = in_pairs ? 2 : 1;
+      auto kernels = [&](int ranks) {
+        plan.rows = tiling(ranks > 1);
+        plan.rows_kernel[0] = latent_rows_kernel_for<T, false>(mt, B, H, plan.rows, fixed_enabled, &plan.fixed, ranks);
+        plan.rows_kernel[1] = latent_rows_kernel_for<T, true>(mt, B, H, plan.rows, fixed_enabled, &plan.fixed, ranks);
+        plan.tile_ctas = ranks;
       };
-      kernels(pair);
-      if (pair && forced != 3) {  // every tile's pair co-resident, else one CTA a tile
-        const int pairs = std::min(max_active_clusters(plan.rows_kernel[0], device, 2, plan.rows.smem_bytes),
-                                   max_active_clusters(plan.rows_kernel[1], device, 2, plan.rows.smem_bytes));
-        if (plan.row_tiles > pairs) kernels(false);
-      }
+      // Whether every tile's cluster of `ranks` CTAs is co-resident with the kernels just chosen.
+      auto co_resident = [&](int ranks) {
+        return plan.row_tiles <= std::min(max_active_clusters(plan.rows_kernel[0], device, ranks, plan.rows.smem_bytes),
+                                          max_active_clusters(plan.rows_kernel[1], device, ranks, plan.rows.smem_bytes));
+      };
+      kernels(quad ? 4 : pair ? 2 : 1);
+      if (pair && forced != 3 && !co_resident(2)) kernels(1);  // every tile's pair co-resident, else one CTA a tile
     }
   }
   return plan;

@@ -230,6 +230,12 @@ __device__ __forceinline__ void st_async_v2(uint32_t dst, uint2 v, uint32_t bar)
                ::"r"(dst), "r"(v.x), "r"(v.y), "r"(bar) : "memory");
 #endif
 }
+__device__ __forceinline__ void st_async_b32(uint32_t dst, uint32_t v, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(dst), "r"(v), "r"(bar)
+               : "memory");
+#endif
+}
 
 // TMA tile loads, completing on `bar` (coordinates innermost first).
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
@@ -480,7 +486,7 @@ __device__ __forceinline__ void wgmma_wait() {
 // warpgroup, lane 4 g + t) holds D[16 w + g + 8 (i / 2)][8 j + 2 t + i % 2] in d[4 j + i].
 template <typename T, int NR>
 __device__ __forceinline__ void wgmma_tn(float (&d)[NR / 2], uint64_t da, uint64_t db) {
-  static_assert(NR == 16 || NR == 32, "m64n16k16 or m64n32k16");
+  static_assert(NR == 8 || NR == 16 || NR == 32, "m64n8k16, m64n16k16 or m64n32k16");
 #define XPRESS_WGMMA_TN(SHAPE, TY, REGS, OPS, ...)                                      \
   asm volatile("{\n\t.reg .pred p;\n\tsetp.eq.u32 p, 1, 1;\n\t"                         \
                "wgmma.mma_async.sync.aligned." SHAPE ".f32." TY "." TY " " REGS ", " OPS \
@@ -497,6 +503,12 @@ __device__ __forceinline__ void wgmma_tn(float (&d)[NR / 2], uint64_t da, uint64
       XPRESS_WGMMA_TN("m64n32k16", "bf16", XPRESS_WGMMA_R16, "%16, %17", XPRESS_WGMMA_D16);
     } else {
       XPRESS_WGMMA_TN("m64n32k16", "f16", XPRESS_WGMMA_R16, "%16, %17", XPRESS_WGMMA_D16);
+    }
+  } else if constexpr (NR == 8) {
+    if constexpr (kBf16) {
+      XPRESS_WGMMA_TN("m64n8k16", "bf16", "{%0,%1,%2,%3}", "%4, %5", "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]));
+    } else {
+      XPRESS_WGMMA_TN("m64n8k16", "f16", "{%0,%1,%2,%3}", "%4, %5", "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]));
     }
   } else {
     if constexpr (kBf16) {

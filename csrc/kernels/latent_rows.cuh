@@ -396,7 +396,13 @@ __device__ __forceinline__ void zero_tiles(RowsTiles<MT, S>& z) {
 #ifndef XPRESS_ROWS_PAIR_SYM
 #define XPRESS_ROWS_PAIR_SYM 1
 #endif
-template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false, bool kPair = false>
+// kQuad (the same kernel, launched in clusters of four CTAs a tile): rank 2 p + h streams half
+// of panel p's hidden units (phase 2: 128 units, each warpgroup 64 of them for half the tile's
+// rows, wgmma's N = 8 MT), hands its half of m to the panel's other rank (st.async),
+// streams panel p's K-split of W_d for 128 output channels (phase 3), and one mixer step: 7
+// stages a CTA instead of a pair's 14.  Rank p of channel half h folds 64 channels ((0 + s0) + s1,
+// the pair's order) with the other panel's rank.  The same sums in the same order: the same bits.
+template <typename T, int MT, int kB = 0, int kH = 0, bool kTable = false, bool kPair = false, bool kQuad = false>
 __global__ void __launch_bounds__(kLatentThreads, 1)
     latent_rows_kernel(const __grid_constant__ LatentRowsArgs<T> args) {
   constexpr int kStages = rows_stages<MT>();
@@ -418,32 +424,37 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   const int col0 = warp * S * 8;
   const int rows = 16 * MT;
 #if defined(XPRESS_WGMMA)
-  constexpr bool kP = kPair && kFixed && sizeof(T) == 2 && XPRESS_ROWS_WGMMA;
+  constexpr bool kP = (kPair || kQuad) && kFixed && sizeof(T) == 2 && XPRESS_ROWS_WGMMA;
 #else
   constexpr bool kP = false;
 #endif
+  constexpr bool kQ = kQuad && kP;
+  // 32-row tiles in quads would need a pair tiling (its hand-off region) beyond the shared memory.
+  static_assert(!kQuad || MT == 1, "a quad's warpgroups take half a 16-row tile's rows each (wgmma's N: 8)");
+  constexpr int kRanks = kQuad ? 4 : kPair ? 2 : 1;  // CTAs a tile (the launch's cluster)
   static_assert(!kP || kH == 2 * kRowsR, "a pair: one panel of hidden units and one K-split a CTA");
   // A pair is a cluster of two along x: its rank is blockIdx.x's low bit.  A build without the
   // warpgroup MMAs (not sm_90a), or a pass without the MLP (the mixer writes the output), runs
   // the whole tile in rank 0; the launcher pairs only the sm_90a build, this keeps any launch exact.
-  const int rank = kPair ? static_cast<int>(blockIdx.x & 1) : 0;
-  if (kPair && rank == 1 && (!kP || !p.do_mlp)) return;
-  const int n0 = (kPair ? blockIdx.x / 2 : blockIdx.x) * t.blocks;
+  const int rank = kRanks > 1 ? static_cast<int>(blockIdx.x % kRanks) : 0;
+  if (kRanks > 1 && rank != 0 && (!kP || !p.do_mlp)) return;
+  const int n0 = static_cast<int>(blockIdx.x / kRanks) * t.blocks;
   const int valid_rows = min(t.blocks, p.N - n0) * B;
   // A pair with the MLP: this CTA's half of phases 2 and 3, and of the mixer's steps (from step
   // mix0 of the single-CTA order on; mix_skip: the peer's mixer steps, skipped in the pack).
   constexpr bool kSplitMix = kP && XPRESS_ROWS_PAIR_MIX;
-  static_assert(!kSplitMix || (kB * kB / kRowsStageK) % 2 == 0, "the mixer's steps split evenly");
+  static_assert(!kSplitMix || (kB * kB / kRowsStageK) % kRanks == 0, "the mixer's steps split evenly");
   constexpr bool kMixAsync = kSplitMix && XPRESS_ROWS_MIX_ASYNC;
   constexpr bool kSym = kMixAsync && XPRESS_ROWS_PAIR_SYM;
+  static_assert(!kQ || kSym, "a quad exchanges by st.async and folds symmetrically");
   int mix0 = 0, mix_skip = 0;
   if constexpr (kP) {
-    t.n2 /= 2;
-    t.n3 /= 2;
+    t.n2 /= kRanks;
+    t.n3 /= kRanks;
     if (kSplitMix && p.do_mlp) {
-      t.nmix /= 2;
+      t.nmix /= kRanks;
       mix0 = rank * t.nmix;
-      mix_skip = t.nmix;
+      mix_skip = (kRanks - 1) * t.nmix;
     }
   }
 
@@ -491,7 +502,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   // phase-parity wait cannot tell fills apart.
   constexpr int kWgStages = kWg ? ((kP ? 1 : kH / kRowsR) * 2 * kWarpgroups + (kP ? 1 : kH / kRowsR) * kWarpgroups) : 0;
   uint64_t* full_wg = full + 2 * kStages;
-  static_assert(!kTma || kStages * kRowsTmaStageBytes + 1024 + (2 * kStages + kWgStages + 2) * sizeof(uint64_t) <=
+  static_assert(!kTma || kStages * kRowsTmaStageBytes + 1024 + (2 * kStages + kWgStages + 3) * sizeof(uint64_t) <=
                              static_cast<size_t>(kStages) * kRowsStageK * smem_ld_weight(kRowsR, 2) * 2,
                 "the TMA stages, their alignment and the mbarriers within the padded stages' region");
   auto stage = [&](int s) {
@@ -519,7 +530,8 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       mbar_arrive_expect_tx(bar, kRowsTmaStageBytes);
       if (kWg && p.wpack != nullptr) {  // the stage's image (latent_pack.h), one bulk copy
         int64_t ps = s + t.n1 - n1;     // the pack holds every stage of the single-CTA order
-        if (kP && s >= n1) ps += s < mix_end ? mix0 : mix_skip + (s < mix_end + t.n2 ? rank * t.n2 : t.n2 + rank * t.n3);  // a pair's halves
+        if (kP && s >= n1)  // a pair's halves, a quad's quarters
+          ps += s < mix_end ? mix0 : mix_skip + (s < mix_end + t.n2 ? rank * t.n2 : (kRanks - 1) * t.n2 + rank * t.n3);
         bulk_load(d, p.wpack + ps * kPackStageElems, kRowsTmaStageBytes, bar);
         return;
       }
@@ -534,11 +546,16 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         for (int c = 0; c < kBoxes; ++c) tma_load_2d(d + c * kRowsStageK * 128, &m.mix, c * kRowsTmaBox, row0, bar);
       } else if (kWg && s < mix_end + t.n2) {  // warpgroup (q / 2) % 4's 64 units of panel q / 8
         const int q = s - mix_end;
-        tma_load_2d(d, (q & 1) ? &m.wu_k : &m.wg_k, (q / (2 * kWarpgroups) + rank) * R + ((q / 2) % kWarpgroups) * kRowsTmaBox,
-                    0, bar);
+        const int unit0 = kQ ? (rank >> 1) * R + ((rank & 1) * 2 + q / 2) * kRowsTmaBox
+                             : (q / (2 * kWarpgroups) + rank) * R + ((q / 2) % kWarpgroups) * kRowsTmaBox;
+        tma_load_2d(d, (q & 1) ? &m.wu_k : &m.wg_k, unit0, 0, bar);
       } else if (kWg) {  // warpgroup q % 4's 64 channels of K-split q / 4
         const int q = s - mix_end - t.n2;
-        tma_load_2d(d, &m.wd_k, (q % kWarpgroups) * kRowsTmaBox, (q / kWarpgroups + rank) * kRowsR, bar);
+        if (kQ) {
+          tma_load_2d(d, &m.wd_k, ((rank & 1) * 2 + q) * kRowsTmaBox, (rank >> 1) * kRowsR, bar);
+        } else {
+          tma_load_2d(d, &m.wd_k, (q % kWarpgroups) * kRowsTmaBox, (q / kWarpgroups + rank) * kRowsR, bar);
+        }
       } else if (s < mix_end + t.n2) {
         const int q = s - mix_end;
         const int h0 = (q / steps_per_panel) * R;
@@ -666,13 +683,17 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       if constexpr (kP) {  // the hand-off's mbarrier (rank 0 waits for rank 1's phase-3 sums)
         mbar_init(full_wg + kWgStages, 1);
         if (p.do_mlp && (kSym || rank == 0))
-          mbar_arrive_expect_tx(full_wg + kWgStages, NR / 2 * (kSym ? kLatentThreads / 2 : kLatentThreads) * sizeof(float));
+          mbar_arrive_expect_tx(full_wg + kWgStages, (kQ ? NR / 4 : NR / 2) * (kSym ? kLatentThreads / 2 : kLatentThreads) * sizeof(float));
+      }
+      if constexpr (kQ) {  // the panel partner's half of m
+        mbar_init(full_wg + kWgStages + 2, 1);
+        if (p.do_mlp) mbar_arrive_expect_tx(full_wg + kWgStages + 2, 2 * kRowsTmaBox * NR * sizeof(T));
       }
       if constexpr (kMixAsync) {  // the mixer's exchange: the peer's slots, dtype(u) (and fp32 u into rank 0)
         mbar_init(full_wg + kWgStages + 1, 1);
         if (p.do_mlp) {
-          const int k_lo = (rank ^ 1) * t.nmix * t.k_per_mix;
-          const int slots = max(0, min(B, k_lo + t.nmix * t.k_per_mix) - k_lo);
+          const int k_lo = rank * t.nmix * t.k_per_mix;  // the peers' slots: all but this CTA's
+          const int slots = B - max(0, min(B, k_lo + t.nmix * t.k_per_mix) - k_lo);
           const uint32_t per_item = 4 * sizeof(T) + (kSym || rank == 0 ? 4 * sizeof(float) : 0);
           mbar_arrive_expect_tx(full_wg + kWgStages + 1, slots * t.blocks * (R / 4) * per_item);
         }
@@ -828,13 +849,18 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
   constexpr int kMixUnroll = XPRESS_ROWS_MIX_UNROLL > 0 ? XPRESS_ROWS_MIX_UNROLL : kFixed ? kB : 4;
   float* peer_u = s_u;
   unsigned char* peer_ub = s_ub;
-  uint32_t peer_u_a = 0, peer_ub_a = 0, peer_bar = 0;  // kMixAsync: shared::cluster addresses
+  // kMixAsync: the peers' (rank ^ 1, ^ 2, ^ 3) shared::cluster addresses.
+  uint32_t peer_u_a[kRanks > 1 ? kRanks - 1 : 1] = {}, peer_ub_a[kRanks > 1 ? kRanks - 1 : 1] = {},
+           peer_bar[kRanks > 1 ? kRanks - 1 : 1] = {};
   if constexpr (kSplitMix) {
     if (p.do_mlp) {
       if constexpr (kMixAsync) {
-        peer_u_a = smem_cluster_addr(s_u, rank ^ 1);
-        peer_ub_a = smem_cluster_addr(s_ub, rank ^ 1);
-        peer_bar = smem_cluster_addr(full_wg + kWgStages + 1, rank ^ 1);
+#pragma unroll
+        for (int q = 0; q < kRanks - 1; ++q) {
+          peer_u_a[q] = smem_cluster_addr(s_u, rank ^ (q + 1));
+          peer_ub_a[q] = smem_cluster_addr(s_ub, rank ^ (q + 1));
+          peer_bar[q] = smem_cluster_addr(full_wg + kWgStages + 1, rank ^ (q + 1));
+        }
       } else {
         cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
         peer_u = cluster.map_shared_rank(s_u, rank ^ 1);
@@ -882,8 +908,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           const uint2 ub = make_uint2(pack_pair<T>(u[0], u[1]), pack_pair<T>(u[2], u[3]));
           *reinterpret_cast<uint2*>(s_ub + rows_swizzled(NR, r, c)) = ub;
           if constexpr (kMixAsync) {
-            st_async_v2(peer_ub_a + rows_swizzled(NR, r, c), ub, peer_bar);
-            if (kSym || rank == 1) st_async_v4(peer_u_a + 4 * (r * t.ld_x + c), uf, peer_bar);
+#pragma unroll
+            for (int q = 0; q < kRanks - 1; ++q) {
+              st_async_v2(peer_ub_a[q] + rows_swizzled(NR, r, c), ub, peer_bar[q]);
+              if (kSym || rank == 1) st_async_v4(peer_u_a[q] + 4 * (r * t.ld_x + c), uf, peer_bar[q]);
+            }
           } else if constexpr (kSplitMix) {
             *reinterpret_cast<uint2*>(peer_ub + rows_swizzled(NR, r, c)) = ub;
             if (rank == 1) *reinterpret_cast<float4*>(peer_u + r * t.ld_x + c) = uf;
@@ -971,6 +1000,139 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       __syncthreads();  // u and dtype(u) written
     }
     int s = mix_end;
+    if constexpr (kQ) {
+      // A quad (kQuad, above): warpgroup wg takes box b = wg / 2 (64 hidden units of this rank's
+      // 128, then 64 output channels of its 128) for the QN = 8 MT rows QN (wg % 2) ... + QN - 1
+      // (wgmma's N).  Its thread holds, in d[4 j + i], unit / channel (box) + 16 w + g + 8 (i / 2)
+      // of row QN (wg % 2) + 8 j + 2 t + i % 2.
+      constexpr int QN = 8 * MT;
+      const int pnl = rank >> 1, half = rank & 1;
+      const int box = wg >> 1, rh = wg & 1;
+      const int qc = 64 * box + 16 * (warp & 3) + (lane >> 2);  // + 8 (i / 2)
+      const int qr = QN * rh + 2 * (lane & 3);                   // + 8 j + i % 2
+      // Two warpgroups read each stage: each warp's arrival counts 2 of the 16, and the box's
+      // first warpgroup refills it.
+      auto q_release = [&](int st) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[st % kStages], kLatentWarps / (2 * kWarpgroups));
+        if ((tid & 255) == 0 && st + kStages < n_steps) {
+          mbar_wait(&empty[st % kStages], (st / kStages) & 1);
+          issue(st + kStages);
+        }
+      };
+      const uint32_t ubq = ub + rh * QN * 128, mbq = mb + rh * QN * 128;  // this warpgroup's rows
+      const int u0 = pnl * R + half * 2 * kRowsTmaBox;                   // this rank's first hidden unit
+      {  // Phase 2: this rank's 128 hidden units.
+        const int sg = s + 2 * box, su = sg + 1;
+        float g[QN / 2], u[QN / 2];
+#pragma unroll
+        for (int e = 0; e < QN / 2; ++e) g[e] = u[e] = 0.f;
+        wg_wait(sg);
+        wg_wait(su);
+        const uint32_t stg = smem_u32(stage(sg)), stu = smem_u32(stage(su));
+        wgmma_fence();
+        wgmma_fence_operands(g);
+        wgmma_fence_operands(u);
+#pragma unroll
+        for (int ks = 0; ks < R / 16; ++ks) {
+          const uint64_t db = act_desc(ubq, 16 * ks);
+          wgmma_tn<T, QN>(g, wgmma_desc_sw128(stg + ks * 2048), db);
+          wgmma_tn<T, QN>(u, wgmma_desc_sw128(stu + ks * 2048), db);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(g);
+        wgmma_fence_operands(u);
+        q_release(sg);
+        q_release(su);
+        // dtype(m) here, and into the panel partner's m as 32-bit words of two adjacent units:
+        // lanes 4 g + t and 4 (g ^ 1) + t swap a row (even g keeps row r, odd g row r + 1).
+        const bool odd = (lane >> 2) & 1;
+        const uint32_t mbar_peer = smem_cluster_addr(full_wg + kWgStages + 2, rank ^ 1);
+#pragma unroll
+        for (int jj = 0; jj < MT; ++jj) {
+          uint32_t mh[4];  // dtype(m)'s bits
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const T m = from_float<T>(silu(g[4 * jj + i]) * u[4 * jj + i]);
+            *reinterpret_cast<T*>(s_mb + rows_swizzled(NR, qr + 8 * jj + (i & 1), u0 + qc + 8 * (i >> 1))) = m;
+            mh[i] = *reinterpret_cast<const uint16_t*>(&m);
+          }
+          const uint32_t x0 = __shfl_xor_sync(0xFFFFFFFFu, odd ? mh[0] : mh[1], 4);
+          const uint32_t x1 = __shfl_xor_sync(0xFFFFFFFFu, odd ? mh[2] : mh[3], 4);
+          const int wr = qr + 8 * jj + (odd ? 1 : 0), wc = u0 + qc - (odd ? 1 : 0);
+          const uint32_t w0 = odd ? (x0 | (mh[1] << 16)) : (mh[0] | (x0 << 16));
+          const uint32_t w1 = odd ? (x1 | (mh[3] << 16)) : (mh[2] | (x1 << 16));
+          st_async_b32(smem_cluster_addr(s_mb + rows_swizzled(NR, wr, wc), rank ^ 1), w0, mbar_peer);
+          st_async_b32(smem_cluster_addr(s_mb + rows_swizzled(NR, wr, wc + 8), rank ^ 1), w1, mbar_peer);
+        }
+        s += kWarpgroups;  // 2 boxes x (W_g, W_u)
+      }
+      mbar_wait_cluster(full_wg + kWgStages + 2, 0);  // the partner's half of m landed
+      fence_proxy_async_shared();  // ... and this CTA's, for the MMAs
+      __syncthreads();
+      XPRESS_ROWS_MARK(56);
+      // Phase 3: panel pnl's K-split for this rank's 128 channels (v = 0 + acc, as the pair).
+      float v[QN / 2], acc[QN / 2];
+#pragma unroll
+      for (int e = 0; e < QN / 2; ++e) acc[e] = 0.f;
+      {
+        const int sd = s + box;
+        wg_wait(sd);
+        const uint32_t st = smem_u32(stage(sd));
+        wgmma_fence();
+        wgmma_fence_operands(acc);
+#pragma unroll
+        for (int ks = 0; ks < kRowsR / 16; ++ks)
+          wgmma_tn<T, QN>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mbq, pnl * R + 16 * ks));
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operands(acc);
+        q_release(sd);
+#pragma unroll
+        for (int e = 0; e < QN / 2; ++e) v[e] = 0.f + acc[e];
+      }
+      // The fold: box b of channel half `half` is folded by the rank of panel b; the other
+      // panel's rank (rank ^ 2, the same threads) sends its sums there.
+      float* hbuf = reinterpret_cast<float*>(smem + t.off_hand) + tid * (QN / 2);
+      uint64_t* hand = full_wg + kWgStages;
+      const bool mine = box == pnl;
+      if (!mine) {
+        const uint32_t dst = smem_cluster_addr(hbuf, rank ^ 2), bar = smem_cluster_addr(hand, rank ^ 2);
+#pragma unroll
+        for (int e = 0; e < QN / 2; e += 4) {
+          const float4 sv = pnl == 0 ? make_float4(v[e], v[e + 1], v[e + 2], v[e + 3])
+                                     : make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+          st_async_v4(dst + 4 * e, sv, bar);
+        }
+      }
+      XPRESS_ROWS_MARK(58);
+      mbar_wait_cluster(hand, 0);  // every thread: the peers' bytes landed before this CTA exits
+      XPRESS_ROWS_MARK(59);
+      if (!mine) return;
+      if (pnl == 0) {
+#pragma unroll
+        for (int e = 0; e < QN / 2; ++e) v[e] += hbuf[e];
+      } else {
+#pragma unroll
+        for (int e = 0; e < QN / 2; ++e) v[e] = hbuf[e] + acc[e];
+      }
+      const int c0 = half * 2 * kRowsTmaBox;  // this rank's first output channel
+#pragma unroll
+      for (int jj = 0; jj < MT; ++jj) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = qr + 8 * jj + (i & 1);
+          const int k = r % B;
+          if (r >= valid_rows || k == 0) continue;
+          const int c = c0 + qc + 8 * (i >> 1);
+          p.lat_out[static_cast<int64_t>(n0 + r / B) * p.out_sn + (k - 1) * p.out_sb + c] =
+              from_float<T>(v[4 * jj + i] + s_u[r * t.ld_x + c]);
+        }
+      }
+      XPRESS_ROWS_MARK(63);
+      return;
+    } else {  // a pair or one CTA a tile
     // Phase 2: m = dtype(silu(u @ wg) * (u @ wu)), one R-wide panel of hidden units at a time.
     for (int h0 = rank * R; h0 < (kP ? (rank + 1) * R : H); h0 += R, s += 2 * kWarpgroups) {
       const int sg = s + 2 * wg, su = sg + 1;
@@ -1106,6 +1268,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     }
     XPRESS_ROWS_MARK(63);
     return;
+    }  // a pair or one CTA a tile
   }
 #endif
 
