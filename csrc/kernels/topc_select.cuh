@@ -229,7 +229,9 @@ __device__ __forceinline__ SelFloor sel_floor(uint32_t tau) {
 
 // Phase timestamps for benchmarks/topc_select_phases.cu: a build that defines
 // XPRESS_SEL_PROBE (as the name of a device array) records clock64() at each phase of a CTA's
-// first row.
+// first row.  A probe build with XPRESS_SEL_FAKE_L2 copies the listed sub-chunks from row 0's
+// offsets (in L2: every CTA read row 0), not its own row's: the same work, wrong results, so that
+// the time the copies from HBM cost shows (RESULTS.md, session 50).
 #ifdef XPRESS_SEL_PROBE
 #define XPRESS_SEL_MARK(k)                                                                          \
   do {                                                                                              \
@@ -591,7 +593,13 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
           const int64_t s0 = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
           if (s0 + S::kSub <= hi) {
 #pragma unroll
-            for (int v = 0; v < kVps; ++v) cp_async16(stage + qi * kVps + v, x + s0 + v * kVecElems<T>, 16);
+            for (int v = 0; v < kVps; ++v) {
+#ifdef XPRESS_SEL_FAKE_L2
+              cp_async16(stage + qi * kVps + v, p.logits + s0 + v * kVecElems<T>, 16);
+#else
+              cp_async16(stage + qi * kVps + v, x + s0 + v * kVecElems<T>, 16);
+#endif
+            }
           }
         }
         cp_async_commit();
