@@ -999,6 +999,29 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     } else {
       __syncthreads();  // u and dtype(u) written
     }
+    // Phase 2's sums of one box of 64 hidden units: W_g's (stage sg) into g and W_u's (sg + 1)
+    // into u, over the rows of the swizzled dtype(u) at ubase (wgmma's N: twice the arrays' size).
+    auto gu_sums = [&](auto& g, auto& u, int sg, uint32_t ubase) {
+      constexpr int W = std::extent_v<std::remove_reference_t<decltype(g)>>;
+#pragma unroll
+      for (int e = 0; e < W; ++e) g[e] = u[e] = 0.f;
+      wg_wait(sg);
+      wg_wait(sg + 1);
+      const uint32_t stg = smem_u32(stage(sg)), stu = smem_u32(stage(sg + 1));
+      wgmma_fence();
+      wgmma_fence_operands(g);
+      wgmma_fence_operands(u);
+#pragma unroll
+      for (int ks = 0; ks < R / 16; ++ks) {
+        const uint64_t db = act_desc(ubase, 16 * ks);
+        wgmma_tn<T, 2 * W>(g, wgmma_desc_sw128(stg + ks * 2048), db);
+        wgmma_tn<T, 2 * W>(u, wgmma_desc_sw128(stu + ks * 2048), db);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(g);
+      wgmma_fence_operands(u);
+    };
     int s = mix_end;
     if constexpr (kQ) {
       // A quad (kQuad, above): warpgroup wg takes box b = wg / 2 (64 hidden units of this rank's
@@ -1025,24 +1048,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       {  // Phase 2: this rank's 128 hidden units.
         const int sg = s + 2 * box, su = sg + 1;
         float g[QN / 2], u[QN / 2];
-#pragma unroll
-        for (int e = 0; e < QN / 2; ++e) g[e] = u[e] = 0.f;
-        wg_wait(sg);
-        wg_wait(su);
-        const uint32_t stg = smem_u32(stage(sg)), stu = smem_u32(stage(su));
-        wgmma_fence();
-        wgmma_fence_operands(g);
-        wgmma_fence_operands(u);
-#pragma unroll
-        for (int ks = 0; ks < R / 16; ++ks) {
-          const uint64_t db = act_desc(ubq, 16 * ks);
-          wgmma_tn<T, QN>(g, wgmma_desc_sw128(stg + ks * 2048), db);
-          wgmma_tn<T, QN>(u, wgmma_desc_sw128(stu + ks * 2048), db);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(g);
-        wgmma_fence_operands(u);
+        gu_sums(g, u, sg, ubq);
         q_release(sg);
         q_release(su);
         // dtype(m) here, and into the panel partner's m as 32-bit words of two adjacent units:
@@ -1137,24 +1143,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     for (int h0 = rank * R; h0 < (kP ? (rank + 1) * R : H); h0 += R, s += 2 * kWarpgroups) {
       const int sg = s + 2 * wg, su = sg + 1;
       float g[NR / 2], u[NR / 2];
-#pragma unroll
-      for (int e = 0; e < NR / 2; ++e) g[e] = u[e] = 0.f;
-      wg_wait(sg);
-      wg_wait(su);
-      const uint32_t stg = smem_u32(stage(sg)), stu = smem_u32(stage(su));
-      wgmma_fence();
-      wgmma_fence_operands(g);
-      wgmma_fence_operands(u);
-#pragma unroll
-      for (int ks = 0; ks < R / 16; ++ks) {
-        const uint64_t db = act_desc(ub, 16 * ks);
-        wgmma_tn<T, NR>(g, wgmma_desc_sw128(stg + ks * 2048), db);
-        wgmma_tn<T, NR>(u, wgmma_desc_sw128(stu + ks * 2048), db);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operands(g);
-      wgmma_fence_operands(u);
+      gu_sums(g, u, sg, ub);
       wg_release(sg);
       wg_release(su);
 #pragma unroll
