@@ -1022,6 +1022,23 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       wgmma_fence_operands(g);
       wgmma_fence_operands(u);
     };
+    // Phase 3's sum of one K-split (kRowsR hidden units from k0) into acc: W_d's box (stage sd)
+    // over the swizzled m at mbase (wgmma's N: twice the array's size).
+    auto d_sums = [&](auto& acc, int sd, uint32_t mbase, int k0) {
+      constexpr int W = std::extent_v<std::remove_reference_t<decltype(acc)>>;
+#pragma unroll
+      for (int e = 0; e < W; ++e) acc[e] = 0.f;
+      wg_wait(sd);
+      const uint32_t st = smem_u32(stage(sd));
+      wgmma_fence();
+      wgmma_fence_operands(acc);
+#pragma unroll
+      for (int ks = 0; ks < kRowsR / 16; ++ks)
+        wgmma_tn<T, 2 * W>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mbase, k0 + 16 * ks));
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operands(acc);
+    };
     int s = mix_end;
     if constexpr (kQ) {
       // A quad (kQuad, above): warpgroup wg takes box b = wg / 2 (64 hidden units of this rank's
@@ -1080,20 +1097,9 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       XPRESS_ROWS_MARK(56);
       // Phase 3: panel pnl's K-split for this rank's 128 channels (v = 0 + acc, as the pair).
       float v[QN / 2], acc[QN / 2];
-#pragma unroll
-      for (int e = 0; e < QN / 2; ++e) acc[e] = 0.f;
       {
         const int sd = s + box;
-        wg_wait(sd);
-        const uint32_t st = smem_u32(stage(sd));
-        wgmma_fence();
-        wgmma_fence_operands(acc);
-#pragma unroll
-        for (int ks = 0; ks < kRowsR / 16; ++ks)
-          wgmma_tn<T, QN>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mbq, pnl * R + 16 * ks));
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_operands(acc);
+        d_sums(acc, sd, mbq, pnl * R);
         q_release(sd);
 #pragma unroll
         for (int e = 0; e < QN / 2; ++e) v[e] = 0.f + acc[e];
@@ -1166,18 +1172,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     for (int e = 0; e < NR / 2; ++e) v[e] = 0.f;
     for (int k0 = rank * kSplit; k0 < (kP ? (rank + 1) * kSplit : H); k0 += kSplit, s += kWarpgroups) {
       const int sd = s + wg;
-#pragma unroll
-      for (int e = 0; e < NR / 2; ++e) acc[e] = 0.f;
-      wg_wait(sd);
-      const uint32_t st = smem_u32(stage(sd));
-      wgmma_fence();
-      wgmma_fence_operands(acc);
-#pragma unroll
-      for (int ks = 0; ks < kSplit / 16; ++ks)
-        wgmma_tn<T, NR>(acc, wgmma_desc_sw128(st + ks * 2048), act_desc(mb, k0 + 16 * ks));
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operands(acc);
+      d_sums(acc, sd, mb, k0);
       wg_release(sd);
 #pragma unroll
       for (int e = 0; e < NR / 2; ++e) v[e] += acc[e];
