@@ -60,8 +60,8 @@ def halves_fit(plan_a: list[int], plan_b: list[int], whole: list[int] | None = N
     2): one group is then faster (H200, session 48, groups forced: 293.4-293.9 against
     298.0-298.3 µs at N = 32, 356.7-357.6 against 371.0-372.2 at N = 40; session 49, the rule's
     own choice at N = 2-66: the faster grouping, or one within 0.5 %, at every N timed).  A whole
-    plan in quads of CTAs (plan[13] is 4, N = 16-30 on an H200) is not special-cased: where its
-    halves fit (N = 20) the two halves measured level with one group (session 50)."""
+    plan in quads of CTAs (plan[13] is 4, N = 16-30 on an H200) is not special-cased: the rule
+    took the faster grouping or one level with it at N = 16 / 20 / 24 / 28 (session 50)."""
     if whole is not None and len(whole) > 13 and whole[13] == 2:
         return False
     fit = plan_a[4]
