@@ -38,6 +38,11 @@
 // with the kernel's boxes, 943 with one 32 KB box; 132 CTAs: 1264 / 957), so the stream is
 // bound an SM, not by L2 in aggregate; multicast over 2 CTAs doubled the time a step (2307);
 // with thread 0 refilling, the delay added in full (400 -> 1728, 800 -> 2146 cycles a step).
+// Session 51: on one machine, in one call, this probe's `bulk1` took ~1,210 cycles a 32 KB stage
+// where benchmarks/tma_rate_probe.cu, streaming the same way, took ~500-640 and smem_ingress.cu
+// ~385; why this one runs twice as slow was not found, so its cycles are not the SM's TMA rate
+// (compare its modes with each other only).  Multicast with whole-K boxes (b128 / b64 in pairs /
+// quads) was slower than one box a CTA there too (RESULTS.md, session 51).
 #include <cuda_bf16.h>
 
 #include <algorithm>
