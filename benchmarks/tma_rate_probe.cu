@@ -13,6 +13,10 @@
 //   bar_dyn the mbarriers in static shared memory (0) or in the dynamic region just after the
 //          ring (1, rows_stream)
 //   tight  dynamic shared memory of 6 stages (0) or just the ring and the barriers (1, rows_stream)
+//   rel 2  (with ahead == stages) each warp counts its release on a shared counter, and the warp
+//          that completes the count refills the stage: no thread waits on an "empty" mbarrier
+//   wait   the consumers' wait for a full stage: 0 a try_wait spin, 1 try_wait with a suspend-time
+//          hint, 2 test_wait with a 64 ns back-off
 // Prints cycles a 32 KB stage, from kernel start (smem_ingress's measure) and from the first
 // stage's arrival (rows_stream's), mean over CTAs.
 //
@@ -43,10 +47,31 @@ __device__ __forceinline__ void wait_parity(uint32_t b, uint32_t par) {
                "r"(par)
                : "memory");
 }
+// The consumers' wait for a full stage: 0 spin on try_wait (as above), 1 try_wait with a suspend-
+// time hint, 2 test_wait with a 64 ns back-off between tests.
+__device__ __forceinline__ void wait_full(uint32_t b, uint32_t par, int mode) {
+  if (mode == 1) {
+    asm volatile("{\n .reg .pred p;\n W_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n @!p bra W_%=;\n}\n" ::"r"(b),
+                 "r"(par), "r"(1000000u)
+                 : "memory");
+  } else if (mode == 2) {
+    for (;;) {
+      uint32_t ok;
+      asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                   : "=r"(ok)
+                   : "r"(b), "r"(par)
+                   : "memory");
+      if (ok) break;
+      __nanosleep(64);
+    }
+  } else {
+    wait_parity(b, par);
+  }
+}
 
 struct Args {
   const char* src;
-  int total, stages, ahead, rel, bar_dyn;
+  int total, stages, ahead, rel, bar_dyn, wait;
   long long* from_start;
   long long* from_first;
   float* sink;
@@ -56,6 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const Args a) {
   extern __shared__ __align__(128) char raw[];
   char* sm = raw + ((1024 - (su32(raw) & 1023)) & 1023);
   __shared__ __align__(8) unsigned long long bars_static[2 * kMaxStages];
+  __shared__ unsigned released[kMaxStages];  // rel 2: warps that released the stage's current fill
   unsigned long long* full = a.bar_dyn ? reinterpret_cast<unsigned long long*>(sm + a.stages * kStage) : bars_static;
   unsigned long long* empty = full + kMaxStages;
   const long long t_start = clock64();
@@ -64,6 +90,7 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const Args a) {
     for (int i = 0; i < a.stages; ++i) {
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(su32(&full[i])));
       asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(su32(&empty[i])), "r"(kThreads / 32));
+      released[i] = 0;
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -81,12 +108,21 @@ __global__ void __launch_bounds__(kThreads, 1) stream(const Args a) {
   float acc = 0;
   long long t0 = 0;
   for (int s = 0; s < nsteps; ++s) {
-    wait_parity(su32(&full[s % a.stages]), (s / a.stages) & 1);
+    wait_full(su32(&full[s % a.stages]), (s / a.stages) & 1, a.wait);
     if (s == 0) t0 = clock64();
     acc += *reinterpret_cast<const float*>(sm + (s % a.stages) * kStage + tid * 4);
     if (a.rel == 0) {
       __syncthreads();
       if (tid == 0 && s + a.ahead < nsteps) issue(s + a.ahead);
+    } else if (a.rel == 2) {  // the last warp to release the stage refills it (no thread waits)
+      __syncwarp();
+      if ((tid & 31) == 0) {
+        const unsigned before = atomicAdd(&released[s % a.stages], 1u);
+        if (before == kThreads / 32 - 1) {
+          released[s % a.stages] = 0;
+          if (s + a.stages < nsteps) issue(s + a.stages);
+        }
+      }
     } else {
       __syncwarp();
       if ((tid & 31) == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(su32(&empty[s % a.stages])) : "memory");
@@ -129,7 +165,7 @@ int main() {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   struct Case {
-    int total, stages, ahead, rel, launch, data, graph, bar_dyn = 0, tight = 0;
+    int total, stages, ahead, rel, launch, data, graph, bar_dyn = 0, tight = 0, wait = 0;
   };
   const Case cases[] = {
       {1 << 20, 4, 3, 0, 0, 0, 0},  // smem_ingress's form
@@ -146,10 +182,17 @@ int main() {
       {1 << 20, 4, 3, 0, 0, 0, 0, 0, 1},  // smem_ingress's form, dynamic smem just the ring
       {1 << 20, 4, 3, 0, 0, 0, 0, 1, 1},  // both
       {768 << 10, 4, 4, 1, 1, 1, 1, 1, 1},  // rows_stream's form in full
+      {1 << 20, 4, 4, 1, 1, 1, 1, 0, 0, 1},  // empty mbarriers, the full waits with a suspend hint
+      {1 << 20, 4, 4, 1, 1, 1, 1, 0, 0, 2},  // empty mbarriers, the full waits backing off
+      {1 << 20, 4, 4, 2, 1, 1, 1},           // the last warp to release refills
+      {1 << 20, 4, 4, 2, 1, 1, 1, 0, 0, 2},  // ... and the full waits backing off
+      {1 << 20, 6, 6, 1, 1, 1, 1},           // empty mbarriers, 6 stages
+      {1 << 20, 6, 6, 2, 1, 1, 1},           // last warp refills, 6 stages
+      {1 << 20, 4, 3, 0, 0, 0, 0, 0, 0, 2},  // smem_ingress's form, the full waits backing off
   };
   for (int ctas : {1, 64, 128}) {
     for (const Case& c : cases) {
-      Args a{c.data ? rnd : mem0, c.total, c.stages, c.ahead, c.rel, c.bar_dyn, fs, ff, sink};
+      Args a{c.data ? rnd : mem0, c.total, c.stages, c.ahead, c.rel, c.bar_dyn, c.wait, fs, ff, sink};
       const size_t smem = c.tight ? 1024 + c.stages * kStage + 2 * kMaxStages * 8 : smem_max;
       auto launch = [&] {
         if (c.launch == 0) {
@@ -196,8 +239,8 @@ int main() {
         if (rep > 0) best_s = std::min(best_s, m1 / ctas), best_f = std::min(best_f, m2 / ctas);
       }
       const int n = c.total / kStage;
-      std::printf("ctas=%3d total=%4dK stages=%d ahead=%d rel=%d launch=%d data=%d graph=%d bar_dyn=%d tight=%d: %6.0f cycles a stage from start, %6.0f from the first (%.1f B/clk)\n",
-                  ctas, c.total >> 10, c.stages, c.ahead, c.rel, c.launch, c.data, c.graph, c.bar_dyn, c.tight, best_s / n, best_f / (n - 1),
+      std::printf("ctas=%3d total=%4dK stages=%d ahead=%d rel=%d launch=%d data=%d graph=%d bar_dyn=%d tight=%d wait=%d: %6.0f cycles a stage from start, %6.0f from the first (%.1f B/clk)\n",
+                  ctas, c.total >> 10, c.stages, c.ahead, c.rel, c.launch, c.data, c.graph, c.bar_dyn, c.tight, c.wait, best_s / n, best_f / (n - 1),
                   kStage / (best_f / (n - 1)));
     }
   }

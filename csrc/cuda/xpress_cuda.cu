@@ -449,7 +449,7 @@ void launch_latent_pass(const LatentDims& d, const at::Tensor& blk, const at::Te
     // The head's kernel streams its weights by TMA; weights it cannot map (not in whole 16-byte
     // rows, a mixer not evenly strided) take the generic kernel, which gives the same bits.
     int ctas = plan.tile_ctas;
-    TORCH_CHECK(ctas == 1 || plan.rows.off_hand > 0, "latent_pass: internal: a pair's tiling without its hand-off region");
+    TORCH_CHECK(ctas == 1 || plan.rows.off_hand > 0, "latent_pass: internal: a tiling for a pair or quad of CTAs without its hand-off region");
     if (plan.fixed && !k::encode_latent_rows_maps(ra)) {
       bool generic_fixed = false;
       kernel = build ? latent_rows_kernel_for<T, true>(plan.rows_mt, B, H, plan.rows, false, &generic_fixed)

@@ -191,6 +191,24 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 #endif
 }
 
+// mbar_wait with a suspend-time hint: the waiting thread is suspended until the phase completes
+// (or the hint, 1 ms, runs out, and it asks again) instead of polling the barrier.  The row-tile
+// latent kernel's waits use it: at N = 256 (32-row tiles, every CTA's 512 threads waiting on its
+// stages) 24.2-24.3 against 25.6-25.7 us a launch, the same at 16-row tiles, pairs and quads
+// (benchmarks/latent_rows_phases.cu, H200, session 51).  The readout GEMM keeps mbar_wait: the
+// hint there measured level to 7 % slower (readout_gemm_harness.cu, same run).
+__device__ __forceinline__ void mbar_wait_sleep(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n\t.reg .pred p;\n"
+      "WAIT_%=:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n\t"
+      "@!p bra WAIT_%=;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity), "r"(1000000u)
+      : "memory");
+#endif
+}
+
 // The wait for a phase completed by a peer CTA's st.async (below): acquire at cluster scope, so
 // the peer's stores, released by their complete_tx, are visible to this thread.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {

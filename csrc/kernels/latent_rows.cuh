@@ -120,7 +120,7 @@ __host__ __device__ constexpr int rows_kchunk3(const LatentShape& s) { return ro
 
 struct LatentRowsTiling : LatentRowsShape {
   size_t off_a, off_xm, off_u, off_stage, smem_bytes;
-  size_t off_hand;  // a pair's tiling (kPair): rank 1's phase-3 sums in rank 0 (else 0, none)
+  size_t off_hand;  // the tiling for pairs and quads: the peer's phase-3 sums handed over (else 0, none)
 };
 
 // The tiling for 16-bit elements, R = kRowsR, H a multiple of R, B <= min(16 * mt, 64); `pair`:
@@ -639,11 +639,11 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     if constexpr (kTma) {
       if (!use_table && s == 0) cp_async_wait<0>();  // the embeddings' copies (phase 1)
       if (kDrift && (s == 0 || s == n1 || s == mix_end || s == mix_end + t.n2)) __syncthreads();
-      mbar_wait(&full[s % kStages], (s / kStages) & 1);
+      mbar_wait_sleep(&full[s % kStages], (s / kStages) & 1);
       if (!kDrift) __syncthreads();
       XPRESS_ROWS_MARK(1 + s);
       if (tid == 0 && s + kStages - 1 < n_steps) {
-        if (kDrift && s >= 1) mbar_wait(&empty[(s - 1) % kStages], ((s - 1) / kStages) & 1);
+        if (kDrift && s >= 1) mbar_wait_sleep(&empty[(s - 1) % kStages], ((s - 1) / kStages) & 1);
         issue(s + kStages - 1);
       }
     } else {
@@ -972,21 +972,21 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       return wgmma_desc_sw128(base + (k >> 6) * NR * 128 + ((k & 63) >> 4) * 32);
     };
     auto wg_wait = [&](int s) {
-      mbar_wait(&full_wg[s - mix_end], 0);
+      mbar_wait_sleep(&full_wg[s - mix_end], 0);
       XPRESS_ROWS_MARK_IF(wg_leader, 1 + s);
     };
     auto wg_release = [&](int s) {
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s % kStages], kLatentWarps / kWarpgroups);
       if (wg_leader && s + kStages < n_steps) {
-        mbar_wait(&empty[s % kStages], (s / kStages) & 1);
+        mbar_wait_sleep(&empty[s % kStages], (s / kStages) & 1);
         issue(s + kStages);
       }
     };
     // The mixer's last stage, which the mixer steps' protocol (begin_step) would refill at the
     // next step: every warp released it there.
     if (tid == 0 && mix_end - 1 + kStages < n_steps) {
-      mbar_wait(&empty[(mix_end - 1) % kStages], ((mix_end - 1) / kStages) & 1);
+      mbar_wait_sleep(&empty[(mix_end - 1) % kStages], ((mix_end - 1) / kStages) & 1);
       issue(mix_end - 1 + kStages);
     }
     if constexpr (kMixAsync) {  // the peer's slots of u and dtype(u) landed here (ours there: its wait)
@@ -1056,7 +1056,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[st % kStages], kLatentWarps / (2 * kWarpgroups));
         if ((tid & 255) == 0 && st + kStages < n_steps) {
-          mbar_wait(&empty[st % kStages], (st / kStages) & 1);
+          mbar_wait_sleep(&empty[st % kStages], (st / kStages) & 1);
           issue(st + kStages);
         }
       };
