@@ -176,8 +176,8 @@ def test_scan_knob_same_ids(dtype, monkeypatch):
 @pytest.mark.skipif(SANITIZE, reason="the profiler cannot see kernels under compute-sanitizer")
 def test_kernels_at_the_head_shapes(monkeypatch):
     """Which kernel each op runs at the head's bf16 shapes (the parity tests would pass if the
-    dispatch never took the packed paths): add+argmax's one-wave 8-vector kernel at N = 1 (15
-    rows x 8 CTAs fit 120+ SMs once) and its 4-vector one at N = 4, the packed top-C kernel at
+    dispatch never took the packed paths): add+argmax's one-wave 8-vector kernel of 512 threads
+    at N = 1 (15 rows x 8 CTAs fit 120+ SMs once) and its 4-vector one of 256 threads at N = 4, the packed top-C kernel at
     C = 512; with XPRESS_EXT_ARGMAX_SCAN=chain, the element-by-element kernels."""
     props = torch.cuda.get_device_properties(0)
     if props.major < 9 or props.multi_processor_count < 120:
@@ -198,9 +198,11 @@ def test_kernels_at_the_head_shapes(monkeypatch):
         return xpress_ext.topc_argmax_to_blk(base_c, base_c, cand, blk_with_sentinel(1, 16, dev))
 
     expect = {
-        "packed": ("add_argmax_kernel<__nv_bfloat16, true, true, 8>", "add_argmax_kernel<__nv_bfloat16, true, true, 4>",
+        "packed": ("add_argmax_kernel<__nv_bfloat16, true, true, 8, 512>",
+                   "add_argmax_kernel<__nv_bfloat16, true, true, 4, 256>",
                    "topc_argmax_packed_kernel<__nv_bfloat16, 2>"),
-        "chain": ("add_argmax_kernel<__nv_bfloat16, true, false, 4>", "add_argmax_kernel<__nv_bfloat16, true, false, 4>",
+        "chain": ("add_argmax_kernel<__nv_bfloat16, true, false, 4, 256>",
+                  "add_argmax_kernel<__nv_bfloat16, true, false, 4, 256>",
                   "topc_argmax_kernel<__nv_bfloat16, true, false>"),
     }
     for scan, (at_1, at_4, at_c) in expect.items():

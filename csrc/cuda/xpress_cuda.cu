@@ -511,7 +511,7 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
     static const int max_splits = env_pow2("XPRESS_EXT_ARGMAX_MAX_SPLITS", k::kArgmaxMaxSplits);
     const int64_t target = per_sm * prop->multiProcessorCount;
     while (splits < max_splits && rows * splits < target &&
-           d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxThreads) * kV) {
+           d.V / (splits * 2) >= static_cast<int64_t>(k::kArgmaxOneWaveThreads) * kV) {
       splits *= 2;
     }
   }
@@ -534,20 +534,34 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
                    (!bias.has_value() || rows_vectorizable(*bias, {d.bias.sn, d.bias.sb}));
 
   const bool packed = packed_argmax_scan();  // read (and checked) for every dtype
-  auto kernel = pick_argmax_kernel<T>(vec, packed, [](auto kvec, auto kpacked) {
-    return k::add_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value>;
-  });
-  // One wave (every CTA on its own SM): the packed scan takes 8 vectors per step.
+  auto pick = [&](auto threads_c) {
+    return pick_argmax_kernel<T>(vec, packed, [](auto kvec, auto kpacked) {
+      return k::add_argmax_kernel<T, decltype(kvec)::value, decltype(kpacked)::value, k::kArgmaxUnroll,
+                                  decltype(threads_c)::value>;
+    });
+  };
+  // 256-thread CTAs while their grid fits the SMs at once (add_argmax.cuh), else 512: at N = 32
+  // (480 CTAs) 256 threads took 71.8-72.4 us against 69.3-70.1 (bench.py, H200, same call).
+  auto kernel = pick(std::integral_constant<int, k::kArgmaxThreads>{});
+  int threads = k::kArgmaxThreads;
+  int resident = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0));
+  if (rows * splits > static_cast<int64_t>(resident) * prop->multiProcessorCount) {
+    kernel = pick(std::integral_constant<int, k::kArgmaxOneWaveThreads>{});
+    threads = k::kArgmaxOneWaveThreads;
+  }
+  // One wave (every CTA on its own SM): the packed scan takes 512 threads and 8 vectors per step.
   // XPRESS_EXT_ARGMAX_ONE_WAVE=k (benchmarking only): 8 vectors while the grid has at most k
   // CTAs per SM (default 1; 0 never).
   static const int64_t one_wave_ctas = env_int("XPRESS_EXT_ARGMAX_ONE_WAVE", 0, 64, 1);
   if constexpr (sizeof(T) == 2) {
     if (vec && packed && rows * splits <= one_wave_ctas * prop->multiProcessorCount) {
-      kernel = k::add_argmax_kernel<T, true, true, k::kArgmaxOneWaveUnroll>;
+      kernel = k::add_argmax_kernel<T, true, true, k::kArgmaxOneWaveUnroll, k::kArgmaxOneWaveThreads>;
+      threads = k::kArgmaxOneWaveThreads;
     }
   }
-  launch_kernel(kernel, dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
-                dim3(k::kArgmaxThreads), 0, at::cuda::getCurrentCUDAStream(device).stream(), splits, a);
+  launch_kernel(kernel, dim3(splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))), dim3(threads), 0,
+                at::cuda::getCurrentCUDAStream(device).stream(), splits, a);
 }
 
 // ---------------------------------------------------------------------------------------------

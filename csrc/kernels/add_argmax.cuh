@@ -2,13 +2,15 @@
 // [rows, V] sum is never stored.
 //
 // Grid: (splits, min(rows, 65535)); a cluster of `splits` CTAs (1..8) shares one row, each CTA
-// scanning a contiguous 16-byte-aligned chunk of it.  512 threads per CTA, 16-byte streaming
-// loads of base and bias, 4 vectors of each in flight per thread (8 when the grid fits the SMs
-// in one wave).  Each thread keeps the first best element it sees in index order (16-bit rows:
-// the packed scan of argmax.cuh); the CTA reduces packed (key, ~index) words with CUB, and the
-// cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b].  No global scratch
-// and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the GPU (splits
-// is raised when rows are few so that every SM has one or two row-chunks to stream).
+// scanning a contiguous 16-byte-aligned chunk of it.  256 or 512 threads per CTA (below),
+// 16-byte streaming loads of base and bias, 4 vectors of each in flight per thread (8 in the
+// one-wave grid).  Each thread keeps the first best element it sees in index
+// order (16-bit rows: the packed scan of argmax.cuh); the CTA reduces packed (key, ~index) words
+// with CUB, and the cluster's CTAs meet in rank 0's shared memory, which writes blk[n, 1 + b]:
+// when each cluster has one row (always, at the split rule's row counts) the others send their
+// word by st.async on rank 0's mbarrier and exit, with no cluster barrier at the end.  No global
+// scratch and no second launch.  What bounds it: HBM bandwidth once rows * splits fills the GPU
+// (splits is raised when rows are few so that every SM has one or two row-chunks to stream).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -21,10 +23,17 @@
 namespace xpress {
 namespace kernels {
 
-constexpr int kArgmaxThreads = 512;
+// 256 threads a CTA while that grid fits the SMs at once (the launcher asks the occupancy API),
+// else 512: a 512-thread CTA takes a whole SM's registers (one CTA an SM), so the 240 CTAs of
+// N = 4 and N = 16 (bf16, B = 16) ran as two waves on an H200's 132 SMs, where three 256-thread
+// CTAs fit an SM and their grid is one wave (H200, bench.py, same call: 11.5-11.7 against
+// 12.3-12.6 us at N = 4, 35.4-36.0 against 37.7-38.1 at N = 16).  At N = 32 (480 CTAs) 512
+// threads stay faster (69.3-70.1 against 71.8-72.4).
+constexpr int kArgmaxThreads = 256;
 constexpr int kArgmaxUnroll = 4;  // measured: 8 (fewer CTAs per SM) was slower at N = 4..64
-// Vectors per step when the whole grid fits the SMs once (one CTA per SM whatever the register
-// count): at N = 1 a thread's ~4.6 vectors per operand then come in one round, not two.
+// The grid that fits the SMs once (one CTA per SM whatever the register count): 512 threads and
+// 8 vectors a step, so that at N = 1 a thread's ~4.6 vectors per operand come in one round.
+constexpr int kArgmaxOneWaveThreads = 512;
 constexpr int kArgmaxOneWaveUnroll = 8;
 constexpr int kArgmaxMaxSplits = 8;  // measured: 16-CTA clusters were slower at N = 1 and 4
 
@@ -132,20 +141,33 @@ __device__ __forceinline__ void scan_add_argmax(RunningArgmax& best, const T* ba
   }
 }
 
-template <typename T, bool kVec, bool kPacked, int kUnroll = kArgmaxUnroll>
-__global__ void __launch_bounds__(kArgmaxThreads)
+template <typename T, bool kVec, bool kPacked, int kUnroll = kArgmaxUnroll, int kThreads = kArgmaxThreads>
+__global__ void __launch_bounds__(kThreads)
     add_argmax_kernel(const __grid_constant__ AddArgmaxArgs<T> p) {
   grid_dependency_sync();  // before any global access (common.cuh)
-  using BlockReduce = cub::BlockReduce<uint64_t, kArgmaxThreads>;
+  using BlockReduce = cub::BlockReduce<uint64_t, kThreads>;
   __shared__ typename BlockReduce::TempStorage reduce_storage;
-  __shared__ uint64_t split_best[kArgmaxMaxSplits];
+  __shared__ __align__(8) uint64_t split_best[kArgmaxMaxSplits];
+  __shared__ __align__(8) uint64_t split_bar;  // rank 0's: the peers' words landed (one_row)
   const int split = blockIdx.x;
   const int splits = gridDim.x;  // == the cluster size
+  // Each cluster has one row: the peers send their word to rank 0 by st.async and exit.  Two
+  // cluster barriers instead (the general loop, below): 5.47 against 5.27 us at 15 rows x 8
+  // CTAs (H200, benchmarks/argmax_n1_probe.cu, graph replay).
+  const bool one_row = gridDim.y >= p.rows;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Tell the peers this CTA runs: their first store into its slots waits for this (a
-  // distributed-shared-memory access to a CTA that may not have started is undefined;
-  // compute-sanitizer's racecheck flagged it).  The matching wait precedes our first store.
-  if (splits > 1) cluster_arrive_relaxed();
+  // Tell the peers this CTA runs (and rank 0's mbarrier is initialised): their first store into
+  // its slots waits for this (a distributed-shared-memory access to a CTA that may not have
+  // started is undefined; compute-sanitizer's racecheck flagged it).  The matching wait precedes
+  // our first store.
+  if (splits > 1) {
+    if (one_row && split == 0 && threadIdx.x == 0) {
+      mbar_init(&split_bar, 1);
+      mbar_arrive_expect_tx(&split_bar, static_cast<uint32_t>(sizeof(uint64_t)) * (splits - 1));
+      mbar_init_fence();
+    }
+    cluster_arrive_relaxed();  // every thread (an aligned barrier)
+  }
   bool peers_started = splits == 1;
 #endif
 
@@ -159,10 +181,9 @@ __global__ void __launch_bounds__(kArgmaxThreads)
       const T* base = p.base + n * p.base_sn + b * p.base_sb;
       if (p.bias != nullptr) {
         scan_add_argmax<T, kVec, kUnroll, kPacked>(best, base, p.bias + n * p.bias_sn + b * p.bias_sb, lo, hi,
-                                                threadIdx.x, kArgmaxThreads);
+                                                threadIdx.x, kThreads);
       } else {  // the argmax of base alone: no bias loads
-        scan_add_argmax<T, kVec, kUnroll, kPacked, false>(best, base, nullptr, lo, hi, threadIdx.x,
-                                                       kArgmaxThreads);
+        scan_add_argmax<T, kVec, kUnroll, kPacked, false>(best, base, nullptr, lo, hi, threadIdx.x, kThreads);
       }
     }
     const uint64_t block_best = BlockReduce(reduce_storage).Reduce(best.packed(), cuda::maximum<>{});
@@ -176,6 +197,21 @@ __global__ void __launch_bounds__(kArgmaxThreads)
       if (!peers_started) {  // uniform in the CTA: every thread takes part in the wait
         cluster_wait();
         peers_started = true;
+      }
+      if (one_row) {
+        if (threadIdx.x == 0) {
+          if (split != 0) {
+            st_async_v2(smem_cluster_addr(&split_best[split], 0),
+                        make_uint2(static_cast<uint32_t>(block_best), static_cast<uint32_t>(block_best >> 32)),
+                        smem_cluster_addr(&split_bar, 0));
+          } else {
+            mbar_wait_cluster(&split_bar, 0);
+            uint64_t v = block_best;
+            for (int s = 1; s < splits; ++s) v = split_best[s] > v ? split_best[s] : v;
+            *dst = argmax_unpack_index(v);
+          }
+        }
+        return;  // the only row of this cluster
       }
       if (threadIdx.x == 0) *(cluster.map_shared_rank(split_best, 0) + split) = block_best;
       cluster.sync();
