@@ -177,13 +177,15 @@ def test_scan_knob_same_ids(dtype, monkeypatch):
 def test_kernels_at_the_head_shapes(monkeypatch):
     """Which kernel each op runs at the head's bf16 shapes (the parity tests would pass if the
     dispatch never took the packed paths): add+argmax's one-wave 8-vector kernel of 512 threads
-    at N = 1 (15 rows x 8 CTAs fit 120+ SMs once) and its 4-vector one of 256 threads at N = 4, the packed top-C kernel at
-    C = 512; with XPRESS_EXT_ARGMAX_SCAN=chain, the element-by-element kernels."""
+    at N = 1 (15 rows x 8 CTAs fit 120+ SMs once), its 4-vector one of 256 threads at N = 4
+    (240 CTAs, at most two an SM) and of 512 threads at N = 32 (480 CTAs), the packed top-C
+    kernel at C = 512; with XPRESS_EXT_ARGMAX_SCAN=chain, the element-by-element kernels."""
     props = torch.cuda.get_device_properties(0)
     if props.major < 9 or props.multi_processor_count < 120:
         pytest.skip("the one-wave rule's N = 1 grid needs sm_90 clusters and 120+ SMs")
     dev, dt = "cuda", torch.bfloat16
     rows1, rows4 = rand_rows(1, 16, V_FULL, dt, dev, 31), rand_rows(4, 16, V_FULL, dt, dev, 32)
+    rows32 = rand_rows(32, 16, V_FULL, dt, dev, 35)
     base_c = torch.randn(1, 15, 512, generator=gen(33)).to(dt).to(dev)
     cand = torch.randint(0, 50_000, (1, 15, 512), generator=gen(34)).to(dev)
 
@@ -200,14 +202,16 @@ def test_kernels_at_the_head_shapes(monkeypatch):
     expect = {
         "packed": ("add_argmax_kernel<__nv_bfloat16, true, true, 8, 512>",
                    "add_argmax_kernel<__nv_bfloat16, true, true, 4, 256>",
+                   "add_argmax_kernel<__nv_bfloat16, true, true, 4, 512>",
                    "topc_argmax_packed_kernel<__nv_bfloat16, 2>"),
         "chain": ("add_argmax_kernel<__nv_bfloat16, true, false, 4, 256>",
                   "add_argmax_kernel<__nv_bfloat16, true, false, 4, 256>",
+                  "add_argmax_kernel<__nv_bfloat16, true, false, 4, 512>",
                   "topc_argmax_kernel<__nv_bfloat16, true, false>"),
     }
-    for scan, (at_1, at_4, at_c) in expect.items():
+    for scan, (at_1, at_4, at_32, at_c) in expect.items():
         monkeypatch.setenv("XPRESS_EXT_ARGMAX_SCAN", scan)
-        for fn, name in ((add(rows1), at_1), (add(rows4), at_4), (topc, at_c)):
+        for fn, name in ((add(rows1), at_1), (add(rows4), at_4), (add(rows32), at_32), (topc, at_c)):
             names = ran(fn)
             assert len(names) == 1 and name in names.pop(), f"{scan}: expected {name}, ran {ran(fn)}"
 

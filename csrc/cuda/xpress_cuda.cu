@@ -72,6 +72,23 @@ void allow_max_smem(Kernel kernel, int device) {
   set = true;
 }
 
+// CTAs of a kernel (no dynamic shared memory) that fit one SM at once, asked once per (kernel,
+// device, threads): the answer does not change while the process runs, and the launch path
+// asks on every call.
+template <typename Kernel>
+int resident_ctas_per_sm(Kernel kernel, int device, int threads) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int>, int> cache;
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int resident = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0));
+  cache.emplace(key, resident);
+  return resident;
+}
+
 // Clusters of a kernel/configuration that can be co-resident on the device, asked once per
 // configuration (it does not change while the process runs).  The first ask on a device also
 // raises the kernel's dynamic shared-memory limit to the device's opt-in maximum, once, so
@@ -540,12 +557,11 @@ void launch_add_argmax(const AddArgmaxDims& d, const at::Tensor& base, const std
                                   decltype(threads_c)::value>;
     });
   };
-  // 256-thread CTAs while their grid fits the SMs at once (add_argmax.cuh), else 512: at N = 32
-  // (480 CTAs) 256 threads took 71.8-72.4 us against 69.3-70.1 (bench.py, H200, same call).
+  // 256-thread CTAs while their grid fits the SMs at once, at most kArgmaxSmallCtasPerSm an SM
+  // (add_argmax.cuh), else 512.
   auto kernel = pick(std::integral_constant<int, k::kArgmaxThreads>{});
   int threads = k::kArgmaxThreads;
-  int resident = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0));
+  const int resident = std::min(resident_ctas_per_sm(kernel, device, threads), k::kArgmaxSmallCtasPerSm);
   if (rows * splits > static_cast<int64_t>(resident) * prop->multiProcessorCount) {
     kernel = pick(std::integral_constant<int, k::kArgmaxOneWaveThreads>{});
     threads = k::kArgmaxOneWaveThreads;

@@ -23,12 +23,15 @@
 namespace xpress {
 namespace kernels {
 
-// 256 threads a CTA while that grid fits the SMs at once (the launcher asks the occupancy API),
-// else 512: a 512-thread CTA takes a whole SM's registers (one CTA an SM), so the 240 CTAs of
-// N = 4 and N = 16 (bf16, B = 16) ran as two waves on an H200's 132 SMs, where three 256-thread
-// CTAs fit an SM and their grid is one wave (H200, bench.py, same call: 11.5-11.7 against
-// 12.3-12.6 us at N = 4, 35.4-36.0 against 37.7-38.1 at N = 16).  At N = 32 (480 CTAs) 512
-// threads stay faster (69.3-70.1 against 71.8-72.4).
+// 256 threads a CTA while that grid fits the SMs at once with at most two CTAs an SM (the
+// threads of one 512-thread CTA; the launcher asks the occupancy API too), else 512.  A
+// 512-thread CTA takes a whole SM's registers (one CTA an SM), so the 240 CTAs of N = 4 and
+// N = 16 (bf16, B = 16) ran as two waves on an H200's 132 SMs; as 256-thread CTAs they are one
+// wave (H200, bench.py, same call: 11.5-11.7 against 12.3-12.6 us at N = 4, 35.4-36.0 against
+// 37.7-38.1 at N = 16).  Four 256-thread CTAs fit an SM, but at N = 32 (480 CTAs, one wave of
+// up to four an SM) 512 threads stay faster: 67.9-68.7 against 70.7-71.4 us (session 53, one
+// process per build, alternating, two runs each; 69.3-70.1 against 71.8-72.4 in session 52).
+constexpr int kArgmaxSmallCtasPerSm = 2;
 constexpr int kArgmaxThreads = 256;
 constexpr int kArgmaxUnroll = 4;  // measured: 8 (fewer CTAs per SM) was slower at N = 4..64
 // The grid that fits the SMs once (one CTA per SM whatever the register count): 512 threads and
