@@ -22,7 +22,12 @@
 //   ticket    no cluster: a global 64-bit atomicMax a row, then an atomic ticket; the last CTA
 //             of a row writes blk and resets both words
 //   floor     harness.cuh's read_floor over the same bytes (no argmax)
-// RESULTS.md ("add+argmax: 256-thread CTAs ...", session 52) has its figures at 15 / 60 / 240 rows.
+//   ... 2 an SM / clusters (up to 16 rows; session 53): 256-thread CTAs, 16 a row, with and
+//             without 16-CTA clusters, and with 100 KB of unused dynamic shared memory so that
+//             at most two fit an SM (a 16-CTA cluster then spans 8+ SMs); the co-resident
+//             16-CTA clusters the occupancy API gives for both are printed first
+// RESULTS.md ("add+argmax: 256-thread CTAs ...", session 52, and "16-CTA clusters ...",
+// session 53) has its figures.
 #include <cooperative_groups.h>
 
 #include "harness.cuh"
@@ -115,12 +120,13 @@ __global__ void __launch_bounds__(kThreads) probe_kernel(const __grid_constant__
 }
 
 template <typename K, typename... A>
-void launch_pc(K kernel, dim3 grid, unsigned block, cudaStream_t s, int cluster, A... args) {
+void launch_pcs(K kernel, dim3 grid, unsigned block, cudaStream_t s, int cluster, size_t smem, A... args) {
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr[2];
   cfg.gridDim = grid;
   cfg.blockDim = dim3(block);
   cfg.stream = s;
+  cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
   cfg.numAttrs = 0;
   attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -130,6 +136,11 @@ void launch_pc(K kernel, dim3 grid, unsigned block, cudaStream_t s, int cluster,
     attr[cfg.numAttrs++].val.clusterDim = {static_cast<unsigned>(cluster), 1, 1};
   }
   CK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+template <typename K, typename... A>
+void launch_pc(K kernel, dim3 grid, unsigned block, cudaStream_t s, int cluster, A... args) {
+  launch_pcs(kernel, grid, block, s, cluster, 0, args...);
 }
 
 int main(int argc, char** argv) {
@@ -222,11 +233,36 @@ int main(int argc, char** argv) {
 
   // One launch of probe_kernel<threads, mode, unroll> with `splits` CTAs a row (clusters of
   // `splits` for the modes that meet in distributed shared memory).
-  auto probe = [&](auto kernel, unsigned threads, int splits, bool cluster) {
+  auto probe = [&](auto kernel, unsigned threads, int splits, bool cluster, size_t smem = 0) {
     return [=, &args_for](cudaStream_t st, int set) {
-      launch_pc(kernel, dim3(splits, rows), threads, st, cluster ? splits : 1, args_for(set, splits));
+      launch_pcs(kernel, dim3(splits, rows), threads, st, cluster ? splits : 1, smem, args_for(set, splits));
     };
   };
+  // Dynamic shared memory (unused) that leaves room for at most two CTAs an SM, so that a
+  // 16-CTA cluster spans at least 8 SMs (session 53: does the hardware pack a cluster of small
+  // CTAs onto few SMs?).
+  constexpr size_t kTwoAnSm = 100 * 1024;
+  for (auto kern : {probe_kernel<256, kAsync>, probe_kernel<256, kPartials>, probe_kernel<256, kAsync, 4>}) {
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kTwoAnSm)));
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  CK(cudaFuncSetAttribute(probe_kernel<256, kPartials>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (size_t smem : {size_t{0}, kTwoAnSm}) {
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3(16, rows);
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = smem;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim = {16, 1, 1};
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0, per_sm = 0;
+    CK(cudaOccupancyMaxActiveClusters(&clusters, probe_kernel<256, kAsync>, &cfg));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, probe_kernel<256, kAsync>, 256, smem));
+    std::printf("256-thread async kernel, %zu B dynamic smem: %d CTAs an SM, %d co-resident 16-CTA clusters\n",
+                smem, per_sm, clusters);
+  }
   CK(cudaFuncSetAttribute(probe_kernel<256, kAsync>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   CK(cudaFuncSetAttribute(probe_kernel<256, kNoSync2>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   CK(cudaFuncSetAttribute(probe_kernel<256, kAsync, 4>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -250,6 +286,11 @@ int main(int argc, char** argv) {
       }
     }
     if (rows <= 16) {
+      run("partials 256 x 16, clusters", probe(probe_kernel<256, kPartials>, 256, 16, true), false);
+      run("partials 256 x 16, 2 an SM", probe(probe_kernel<256, kPartials>, 256, 16, false, kTwoAnSm), false);
+      run("partials 256 x 16, clu, 2/SM", probe(probe_kernel<256, kPartials>, 256, 16, true, kTwoAnSm), false);
+      run("async 256 x 16, 2 an SM", probe(probe_kernel<256, kAsync>, 256, 16, true, kTwoAnSm), true);
+      run("async 256 x 16, 4 fl, 2/SM", probe(probe_kernel<256, kAsync, 4>, 256, 16, true, kTwoAnSm), true);
       run("ticket 256 x 16", probe(probe_kernel<256, kTicket>, 256, 16, false), true);
       run("ticket 128 x 32", probe(probe_kernel<128, kTicket>, 128, 32, false), true);
     }
