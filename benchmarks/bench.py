@@ -78,7 +78,10 @@ class Case:
 def latent_case(N, gen, head_call=False):
     """latent_pass at the canonical head; head_call: as XPressRefinerHead calls it, with the
     embedding-latent table (latent_embed_table, built once per weight load, not timed) and the
-    weights prefetched before the wait for the kernel ahead (the same bits)."""
+    weights prefetched before the wait for the kernel ahead (the same bits).  Every replay runs
+    the same blk, so with the table its tokens' rows (1 KB each) come from L2 after the first;
+    in a draft step each pass's tokens are new, which costs 0.1-0.35 µs more a call
+    (benchmarks/probe_table_rows.py, RESULTS.md)."""
     inp = selfcheck.latent_case(N, B, R, H, V, DTYPE, "cuda", gen)
     args = [inp[k] for k in ("blk", "tok_am1", "xh", "w1", "wlat_t", "mix_kjc", "wg_t", "wu_t", "wd_t")]
     lat = torch.empty(N, B - 1, R, dtype=DTYPE, device="cuda")
