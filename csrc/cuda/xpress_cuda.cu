@@ -57,63 +57,65 @@ bool rows_vectorizable(const at::Tensor& t, std::initializer_list<int64_t> row_s
 // ---------------------------------------------------------------------------------------------
 // latent_pass
 
-// Raises a kernel's dynamic shared-memory limit to the device's opt-in maximum, once per
-// (kernel, device).
-template <typename Kernel>
-void allow_max_smem(Kernel kernel, int device) {
+// Kernel attributes and occupancy answers do not change while the process runs, and the launch
+// paths ask on every call: each is set or asked once per key, under a lock, and kept.  One
+// cache per call site (the type of `make`, a lambda, names it); a `make` that throws caches
+// nothing.
+template <typename Key, typename Make>
+auto once_per_key(const Key& key, Make&& make) {
+  using Value = decltype(make());
   static std::mutex mu;
-  static std::map<std::pair<const void*, int>, bool> done;
+  static std::map<Key, Value> cache;
   std::lock_guard<std::mutex> lock(mu);
-  bool& set = done[{reinterpret_cast<const void*>(kernel), device}];
-  if (set) return;
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(prop->sharedMemPerBlockOptin)));
-  set = true;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const Value v = make();
+  cache.emplace(key, v);
+  return v;
 }
 
-// CTAs of a kernel (no dynamic shared memory) that fit one SM at once, asked once per (kernel,
-// device, threads): the answer does not change while the process runs, and the launch path
-// asks on every call.
+template <typename Kernel>
+const void* fn_key(Kernel kernel) {
+  return reinterpret_cast<const void*>(kernel);
+}
+
+// Raises a kernel's dynamic shared-memory limit to `bytes` (default: the device's opt-in
+// maximum), once per (kernel, device); a kernel takes one limit per process.
+template <typename Kernel>
+void allow_max_smem(Kernel kernel, int device, size_t bytes = 0) {
+  once_per_key(std::make_pair(fn_key(kernel), device), [&] {
+    const size_t limit = bytes > 0 ? bytes : at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin;
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit)));
+    return true;
+  });
+}
+
+// CTAs of a kernel (no dynamic shared memory) that fit one SM at once.
 template <typename Kernel>
 int resident_ctas_per_sm(Kernel kernel, int device, int threads) {
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, int, int>, int> cache;
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads);
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  int resident = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0));
-  cache.emplace(key, resident);
-  return resident;
+  return once_per_key(std::make_tuple(fn_key(kernel), device, threads), [&] {
+    int resident = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, threads, 0));
+    return resident;
+  });
 }
 
-// Clusters of a kernel/configuration that can be co-resident on the device, asked once per
-// configuration (it does not change while the process runs).  The first ask on a device also
-// raises the kernel's dynamic shared-memory limit to the device's opt-in maximum, once, so
-// every later configuration fits under it.
+// Clusters of a kernel/configuration that can be co-resident on the device.  The first ask on a
+// device also raises the kernel's dynamic shared-memory limit to the device's opt-in maximum
+// and allows non-portable cluster sizes, once, so every later configuration fits under them.
 template <typename Kernel>
 int max_active_clusters(Kernel kernel, int device, int cluster, size_t smem) {
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
-  static std::map<std::pair<const void*, int>, bool> prepared;
-  const void* const fn = reinterpret_cast<const void*>(kernel);
-  const auto key = std::make_tuple(fn, device, cluster, smem);
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  bool& ready = prepared[{fn, device}];
-  if (!ready) {
-    allow_max_smem(kernel, device);
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    ready = true;
-  }
-  const LaunchConfig lc(dim3(cluster), dim3(k::kLatentThreads), smem, nullptr, cluster, /*pdl=*/false);
-  int clusters = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc.cfg));
-  cache.emplace(key, clusters);
-  return clusters;
+  return once_per_key(std::make_tuple(fn_key(kernel), device, cluster, smem), [&] {
+    once_per_key(std::make_pair(fn_key(kernel), device), [&] {
+      allow_max_smem(kernel, device);
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      return true;
+    });
+    const LaunchConfig lc(dim3(cluster), dim3(k::kLatentThreads), smem, nullptr, cluster, /*pdl=*/false);
+    int clusters = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &lc.cfg));
+    return clusters;
+  });
 }
 
 // How one latent_pass launch is laid out: the cluster variant (rows_mt == 0), or the row-tile
@@ -822,17 +824,8 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
                                : (vec ? k::topc_select_kernel<T, true, 512, kC> : k::topc_select_kernel<T, false, 512, kC>);
   };
   auto kernel = plan.splits > 1 ? pick(std::true_type{}) : pick(std::false_type{});
-  {  // raise the kernel's dynamic shared-memory limit to the largest slice's, once per device
-    static std::mutex mu;
-    static std::map<std::pair<const void*, int>, bool> raised;
-    std::lock_guard<std::mutex> lock(mu);
-    bool& done = raised[{reinterpret_cast<const void*>(kernel), device}];
-    if (!done) {
-      const size_t most = plan.threads == 256 ? k::SelNarrow::smem(k::kSelMaxSlice) : k::SelWide::smem(k::kSelMaxSlice);
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most)));
-      done = true;
-    }
-  }
+  // The dynamic shared-memory limit of the largest slice's, once per (kernel, device).
+  allow_max_smem(kernel, device, plan.threads == 256 ? k::SelNarrow::smem(k::kSelMaxSlice) : k::SelWide::smem(k::kSelMaxSlice));
   launch_kernel(kernel, dim3(plan.splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
                 dim3(plan.threads), plan.smem, at::cuda::getCurrentCUDAStream(device).stream(), plan.splits, a);
 }
