@@ -208,20 +208,24 @@ __global__ void __launch_bounds__(kThreads, 1) smem_select_kernel(const __grid_c
     __syncthreads();
     pick_bin<Scan>(sum_b, s_above, scan_tmp, &pick_lo);
   }
+  // Each rank's elements above K* = (hi_bin << 8) | pick_lo.bin, and at K*: thread t < 256 holds
+  // the ranks' counts of high byte t (r_hi) and of low byte t under hi_bin (lo).
+  auto count_ranks = [&](uint32_t hi_bin, const uint32_t (&lo)[kS]) {
+    if (tid < 256) {
+#pragma unroll
+      for (int r = 0; r < kS; ++r) {
+        uint32_t gt = (tid > static_cast<int>(hi_bin) ? r_hi[r] : 0u) + (tid > static_cast<int>(pick_lo.bin) ? lo[r] : 0u);
+        gt = __reduce_add_sync(0xFFFFFFFFu, gt);
+        if ((tid & 31) == 0 && gt) atomicAdd(&rank_gt[r], gt);
+        if (tid == static_cast<int>(pick_lo.bin)) rank_eq[r] = lo[r];
+      }
+    }
+  };
   if (!by_hi) {
     kstar = (b0 << 8) | pick_lo.bin;
     above = pick_lo.above;
     need_eq = kC - above;
-    // Each rank's elements above K* and at K*.
-    if (tid < 256) {
-#pragma unroll
-      for (int r = 0; r < kS; ++r) {
-        uint32_t gt = (tid > static_cast<int>(b0) ? r_hi[r] : 0u) + (tid > static_cast<int>(pick_lo.bin) ? r_lo[r] : 0u);
-        gt = __reduce_add_sync(0xFFFFFFFFu, gt);
-        if ((tid & 31) == 0 && gt) atomicAdd(&rank_gt[r], gt);
-        if (tid == static_cast<int>(pick_lo.bin)) rank_eq[r] = r_lo[r];
-      }
-    }
+    count_ranks(b0, r_lo);
     k::cluster_arrive();  // this CTA's histograms are no longer read by it; the peers' wait below
   } else {
     // Round B: the low bytes at b* (rare with logits-like rows: every high byte above b0 holds
@@ -257,15 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) smem_select_kernel(const __grid_c
     kstar = (bstar << 8) | pick_lo.bin;
     above = pick_lo.above;
     need_eq = kC - above;
-    if (tid < 256) {
-#pragma unroll
-      for (int r = 0; r < kS; ++r) {
-        uint32_t gt = (tid > static_cast<int>(bstar) ? r_hi[r] : 0u) + (tid > static_cast<int>(pick_lo.bin) ? rb[r] : 0u);
-        gt = __reduce_add_sync(0xFFFFFFFFu, gt);
-        if ((tid & 31) == 0 && gt) atomicAdd(&rank_gt[r], gt);
-        if (tid == static_cast<int>(pick_lo.bin)) rank_eq[r] = rb[r];
-      }
-    }
+    count_ranks(bstar, rb);
     k::cluster_arrive();
   }
   __syncthreads();
