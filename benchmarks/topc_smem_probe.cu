@@ -160,21 +160,23 @@ __global__ void __launch_bounds__(kThreads, 1) smem_select_kernel(const __grid_c
   mark[2] = clock64();
 
   // Round A: above b0 by high byte, at b0 by low byte, from the registers.
+  // f(key) for every element this thread holds in registers.
+  auto each_key = [&](auto&& f) {
 #pragma unroll
-  for (int j = 0; j < kVecs; ++j) {
-    const int i = tid + j * kThreads;
-    if (i < n_vec) {
-      const uint32_t w[4] = {static_cast<uint32_t>(v[j].x), static_cast<uint32_t>(v[j].y),
-                             static_cast<uint32_t>(v[j].z), static_cast<uint32_t>(v[j].w)};
+    for (int j = 0; j < kVecs; ++j) {
+      if (tid + j * kThreads < n_vec) {
+        const uint32_t w[4] = {static_cast<uint32_t>(v[j].x), static_cast<uint32_t>(v[j].y),
+                               static_cast<uint32_t>(v[j].z), static_cast<uint32_t>(v[j].w)};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const uint32_t key = key16((w[e / 2] >> (16 * (e % 2))) & 0xFFFFu);
-        const uint32_t hi = key >> 8;
-        if (hi > b0) atomicAdd(&h_hi[hi], 1u);
-        else if (hi == b0) atomicAdd(&h_lo[key & 255u], 1u);
+        for (int e = 0; e < 8; ++e) f(key16((w[e / 2] >> (16 * (e % 2))) & 0xFFFFu));
       }
     }
-  }
+  };
+  each_key([&](uint32_t key) {
+    const uint32_t hi = key >> 8;
+    if (hi > b0) atomicAdd(&h_hi[hi], 1u);
+    else if (hi == b0) atomicAdd(&h_lo[key & 255u], 1u);
+  });
   mark[3] = clock64();
   cluster.sync();
   // Sums, each rank's bins kept for the positions below.
@@ -232,19 +234,9 @@ __global__ void __launch_bounds__(kThreads, 1) smem_select_kernel(const __grid_c
     // fewer than c elements unless the row has many ties).
     const uint32_t bstar = pick_hi.bin;
     const uint32_t base = pick_hi.above;
-#pragma unroll
-    for (int j = 0; j < kVecs; ++j) {
-      const int i = tid + j * kThreads;
-      if (i < n_vec) {
-        const uint32_t w[4] = {static_cast<uint32_t>(v[j].x), static_cast<uint32_t>(v[j].y),
-                               static_cast<uint32_t>(v[j].z), static_cast<uint32_t>(v[j].w)};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const uint32_t key = key16((w[e / 2] >> (16 * (e % 2))) & 0xFFFFu);
-          if ((key >> 8) == bstar) atomicAdd(&h_b[key & 255u], 1u);
-        }
-      }
-    }
+    each_key([&](uint32_t key) {
+      if ((key >> 8) == bstar) atomicAdd(&h_b[key & 255u], 1u);
+    });
     cluster.sync();
     uint32_t rb[kS];
     if (tid < 256) {
