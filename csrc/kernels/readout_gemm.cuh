@@ -56,7 +56,9 @@
 // Probe builds (the harness only; wrong ids by design): XPRESS_GEMM_FAKE_W2 (W2 tiles from the
 // first 2 MB), XPRESS_GEMM_FAKE_BASE (every m-block reads the first one's base rows),
 // XPRESS_GEMM_NO_COMPUTE (the copies alone), XPRESS_GEMM_NO_MMA, XPRESS_GEMM_NO_EPI (the
-// scoring replaced by one use of the accumulators), XPRESS_GEMM_STAGES.
+// scoring replaced by one max a row over every accumulator; session 54: the earlier form, one
+// use of two accumulators, made ptxas 13.0 serialize the MMAs, C7511, 91 µs at 480 rows from
+// L2 against 57 -- check a probe build's ptxas output for C7511), XPRESS_GEMM_STAGES.
 #pragma once
 
 #include <algorithm>
@@ -317,7 +319,15 @@ __global__ void __launch_bounds__(kGemmThreads, 1) readout_argmax_gemm_kernel(co
       live = static_cast<uint32_t>(v0 + kGemmTileV <= p.V ? 8 : (p.V - v0 - 2 * t + 7) / 8);
     }
 #ifdef XPRESS_GEMM_NO_EPI
-    best_w[0] += __float_as_uint(acc[0]) ^ __float_as_uint(acc[31]);  // the MMAs' results used
+    {  // every accumulator used, one max a row (as the scoring's loop carries)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t m = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m = max(m, __float_as_uint(acc[4 * j + 2 * h]) ^ __float_as_uint(acc[4 * j + 2 * h + 1]));
+        best_w[h] = max(best_w[h], m);
+      }
+    }
 #endif
 #ifndef XPRESS_GEMM_NO_EPI  // (probe: no scoring; wrong ids)
 #pragma unroll
