@@ -29,7 +29,12 @@
 //   4. The exact top c of the participants (radix select over the window from tau to the row's
 //      largest key: for 16-bit rows typically one pass), then a block scan gives each its
 //      output position (ascending id); the values come from shared memory (on the fallback
-//      below, from the row).
+//      below, from the row).  A CTA's offset among the positions (what the ranks before it
+//      take) comes from the cluster histograms the selection already read, and whether every
+//      CTA's lists fit is read after the selection's first cluster barrier (if not, all leave
+//      the fast path together): on the fast path a cluster's row passes four cluster barriers
+//      (after the stream, one a radix pass -- typically one for tau and one for the selection
+//      -- and before leaving).
 // When c exceeds the number of chunks, or some CTA lists more sub-chunks or keeps more
 // participants than its buffers hold (rows of few distinct values), steps 3-4 fall back to the
 // same radix select and emit over the whole slice, chunk by chunk (chunks whose max cannot
@@ -278,6 +283,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   __shared__ SelThreshold th[2];
   __shared__ uint64_t cta_total;  // read by peers after a cluster barrier
   __shared__ uint64_t cta_best;   // packed argmax of this CTA's slice, read by rank 0
+  __shared__ uint64_t lower_total;  // (gt | eq << 32): the ranks before this one's taken items
   __shared__ uint32_t cta_max;    // the largest key of this CTA's slice, read by peers after the stream
   __shared__ uint32_t cta_cmin;   // a lower bound of its chunk maxima (tau's window), read by peers after the stream
   const int64_t chunk_slots = S::chunk_slots(p.slice);
@@ -317,12 +323,27 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   // skip items with kp < lo, which cannot match).  Every CTA returns the same threshold.  It
   // stops when a bin holds exactly what is still needed, or once the bins are at most
   // 2^stop_shift kp values wide (then lo is the lower end of the bin holding the need0-th largest:
-  // at least need0 items reach it; only tau uses that).  On entry no peer may still read this
-  // CTA's histograms (a cluster barrier separates calls).
+  // at least need0 items reach it; only tau uses that).  A pass writes the histogram the pass
+  // before last wrote, whose readers have passed the last pass's cluster barrier: in the cluster
+  // kernel the two alternate across calls too (hist_pass), so calls need no barrier between them.
+  // Cluster kernel only:
+  //  - in threads < 256, the items of the ranks before this CTA (split) that the threshold takes:
+  //    *lower_gt those above the returned bin (kp > hi, summed over the passes), *lower_eq those
+  //    in it -- each thread's share, from the bins it sums (its bin of every pass), so the
+  //    positions need no cluster-wide exchange of their own;
+  //  - check_fits: once the cluster's first histograms are out, every CTA reads the peers'
+  //    cta_total and, if one exceeds kCap, returns done == 2 (the fast path abandoned by all).
   constexpr int kLastShift = sel_last_shift<T>();
-  auto radix_select = [&](uint32_t need0, uint32_t lo0, uint32_t hi0, int stop_shift, auto&& visit) -> SelThreshold {
+  int hist_pass = 0;
+  auto radix_select = [&](uint32_t need0, uint32_t lo0, uint32_t hi0, int stop_shift, auto&& visit,
+                          uint32_t* lower_gt, uint32_t* lower_eq, bool check_fits) -> SelThreshold {
     SelThreshold cur{lo0, hi0, need0, 0u};
-    for (int pass = 0;; ++pass) {
+    if constexpr (kCluster) {
+      *lower_gt = 0;
+      *lower_eq = 0;
+    }
+    for (int pass = kCluster ? hist_pass : 0;; ++pass) {
+      [[maybe_unused]] const uint32_t win_lo = cur.lo;  // (kCluster)
       const uint32_t span = cur.hi - cur.lo;
       const int bits = 32 - __clz(span);
       const int shift = bits > 8 ? bits - 8 : 0;
@@ -347,9 +368,21 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       });
       if (run != 0) atomicAdd(&h[run_digit], run);
       cluster_sync();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (kCluster && check_fits) {  // lane r reads rank r
+        check_fits = false;
+        const uint32_t most =
+            __reduce_max_sync(0xFFFFFFFFu, lane < splits ? static_cast<uint32_t>(*remote(&cta_total, lane)) : 0u);
+        if (most > static_cast<uint32_t>(S::kCap)) {
+          hist_pass = pass + 1;  // no peer reads this pass's histogram
+          return SelThreshold{0u, 0u, 0u, 2u};
+        }
+      }
+#endif
       // The cluster's histogram: thread t < 256 sums bin t over the ranks (coalesced reads, all
       // in flight at once) into hist_sum, whose last reader passed the previous pass's barrier.
       const uint32_t* const total_h = splits > 1 ? hist_sum : h;
+      [[maybe_unused]] uint32_t lower_bin = 0;  // (kCluster) bin tid's items in the ranks before this one
       if (splits > 1) {
         if (tid < kSelBins) {
           uint32_t part[kSelMaxSplits];
@@ -357,7 +390,10 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
           for (int r = 0; r < kSelMaxSplits; ++r) part[r] = r < splits ? remote(h, r)[tid] : 0u;
           uint32_t v = 0;
 #pragma unroll
-          for (int r = 0; r < kSelMaxSplits; ++r) v += part[r];
+          for (int r = 0; r < kSelMaxSplits; ++r) {
+            v += part[r];
+            if constexpr (kCluster) lower_bin += r < split ? part[r] : 0u;
+          }
           hist_sum[tid] = v;
         }
         __syncthreads();
@@ -392,7 +428,26 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       }
       __syncthreads();
       cur = th[pass & 1];
-      if (cur.done) return cur;
+      if constexpr (kCluster) {
+        const uint32_t chosen = (cur.lo - win_lo) >> shift;  // the bin the threshold lies in
+        if (tid > chosen) *lower_gt += lower_bin;  // tid < 256 where lower_bin != 0
+        *lower_eq = tid == chosen ? lower_bin : 0u;  // the chosen bin of the last pass only
+      }
+      if (cur.done) {
+        hist_pass = pass + 1;
+        return cur;
+      }
+    }
+  };
+  // This CTA's packed argmax over the items its threads offer (best: each thread's): the warp's
+  // (its largest key, then the largest packed word among the lanes holding that key), then one
+  // shared atomic a warp; rank 0 reads it after a cluster barrier.
+  auto publish_best = [&](uint64_t best) {
+    const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32));
+    const uint32_t low =
+        __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32) == top ? static_cast<uint32_t>(best) : 0u);
+    if (lane == 0) {
+      atomicMax(reinterpret_cast<unsigned long long*>(&cta_best), (static_cast<unsigned long long>(top) << 32) | low);
     }
   };
 
@@ -418,6 +473,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       cta_max = 0;
       cta_cmin = 0xFFFFFFFFu;
       cta_best = 0;
+      lower_total = 0;
     }
     __syncthreads();
     XPRESS_SEL_MARK(0);
@@ -517,10 +573,11 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         w_lo = cta_cmin >> kLastShift;
         w_hi = cta_max >> kLastShift;
       }
+      uint32_t unused_gt, unused_eq;
       tau_kp = radix_select(static_cast<uint32_t>(p.c), w_lo, w_hi, sizeof(T) == 2 ? kSelTauStopShift : 0,
                             [&](uint32_t, auto&& f) {
                               for (int i = tid; i < nchunks; i += kThreads) f(chunk_max[i]);
-                            })
+                            }, &unused_gt, &unused_eq, false)
                    .lo;
       const uint32_t tau = tau_kp << kLastShift;  // >= c chunk maxima are >= it, so >= c elements are
       max_kp = w_hi;
@@ -636,25 +693,20 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       }
       Count base, total;
       CountScan(temp.count_scan).ExclusiveSum(cnt, base, total);
-      if (tid == 0) cta_total = listed ? static_cast<uint64_t>(total) : static_cast<uint64_t>(S::kCap) + 1;  // unlisted: fall back
-      cluster_sync();
-      XPRESS_SEL_MARK(3);
-      // The same decision in every CTA of the cluster (lane r reads rank r; totals < 2^31).
-      if constexpr (kCluster) {
-        const uint32_t most =
-            __reduce_max_sync(0xFFFFFFFFu, lane < splits ? static_cast<uint32_t>(*remote(&cta_total, lane)) : 0u);
-        fast = most <= static_cast<uint32_t>(S::kCap);
-      } else {
-        uint64_t most = 0;
-        for (int r = 0; r < splits; ++r) {
-          const uint64_t t = *remote(&cta_total, r);
-          most = t > most ? t : most;
-        }
-        fast = most <= S::kCap;
+      const bool fits = listed && total <= static_cast<Count>(S::kCap);  // the same in every thread
+      // The fast path needs every CTA of the cluster to fit: the peers read cta_total after the
+      // exact selection's first cluster barrier, and all abandon it together (done == 2) if one
+      // does not fit (no barrier of its own here).  One CTA a row decides now.
+      if (tid == 0) cta_total = fits ? static_cast<uint64_t>(total) : static_cast<uint64_t>(S::kCap) + 1;
+      if constexpr (!kCluster) {  // fits: one CTA a row decides as it did before session 55
+        __syncthreads();
+        fast = cta_total <= S::kCap;
       }
-      if (fast) {
+      XPRESS_SEL_MARK(3);
+      if (fast && fits) {
         npart = static_cast<int>(total);
         uint32_t pos = static_cast<uint32_t>(base);
+        uint64_t best = 0;  // the row's argmax is a participant (its key reaches tau): see below
         for (int qi = q0; qi < q1; ++qi) {
           const int64_t s = lo + static_cast<int64_t>(qlist[qi]) * S::kSub;
           const bool from_stage = staged && s + S::kSub <= hi;
@@ -663,12 +715,18 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
             const int k = __ffs(m) - 1;
             const int64_t j = s + k;
             const T v = from_stage ? st[k] : x[j];
-            cand_key[pos] = sel_key(v);
+            const uint32_t key = sel_key(v);
+            cand_key[pos] = key;
             cand_id[pos] = static_cast<uint32_t>(j);
             cand_val[pos] = v;  // for the writes: no re-read after the selection
             ++pos;
+            if (kCluster) {
+              const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
+              best = packed > best ? packed : best;
+            }
           }
         }
+        if (kCluster && splits > 1) publish_best(best);  // before the exact selection's cluster barrier
       }
       __syncthreads();
       XPRESS_SEL_MARK(4);
@@ -680,19 +738,28 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     // ---- 4. the exact top c: threshold, positions, writes ----------------------------------
     // On the fast path the participants' kp lie in [tau_kp, max_kp]: one pass when that spans at
     // most 256 values (typical for 16-bit rows), where the whole range of kp takes two or more.
-    const SelThreshold sel =
-        fast ? radix_select(static_cast<uint32_t>(p.c), tau_kp, max_kp, 0,
-                            [&](uint32_t, auto&& f) {
-                              for (int i = tid; i < npart; i += kThreads) f(cand_key[i]);
-                            })
-             : radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, 0, [&](uint32_t t_lo, auto&& f) {
-                 for (int ch = my_c0; ch < my_c1; ++ch) {
-                   if (maxima_kept && (chunk_max[ch] >> kLastShift) < t_lo) continue;  // every matching key's kp is >= t_lo
-                   const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
-                   sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi,
-                                      [&](int64_t, T v) { f(sel_key(v)); });
-                 }
-               });
+    uint32_t lower_gt, lower_eq;  // this thread's share of the earlier ranks' taken items
+    auto participants = [&](uint32_t, auto&& f) {
+      for (int i = tid; i < npart; i += kThreads) f(cand_key[i]);
+    };
+    auto slice = [&](uint32_t t_lo, auto&& f) {
+      for (int ch = my_c0; ch < my_c1; ++ch) {
+        if (maxima_kept && (chunk_max[ch] >> kLastShift) < t_lo) continue;  // every matching key's kp is >= t_lo
+        const int64_t s = lo + static_cast<int64_t>(ch) * S::kChunk;
+        sel_visit<T, kVec>(x, s, s + S::kChunk < hi ? s + S::kChunk : hi, [&](int64_t, T v) { f(sel_key(v)); });
+      }
+    };
+    SelThreshold sel{};
+    if constexpr (kCluster) {
+      if (fast) {
+        sel = radix_select(static_cast<uint32_t>(p.c), tau_kp, max_kp, 0, participants, &lower_gt, &lower_eq, true);
+        fast = sel.done != 2;  // the same in every CTA of the cluster
+      }
+      if (!fast) sel = radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, 0, slice, &lower_gt, &lower_eq, false);
+    } else {
+      sel = fast ? radix_select(static_cast<uint32_t>(p.c), tau_kp, max_kp, 0, participants, &lower_gt, &lower_eq, false)
+                 : radix_select(static_cast<uint32_t>(p.c), 0u, kAllKp, 0, slice, &lower_gt, &lower_eq, false);
+    }
     XPRESS_SEL_MARK(5);
     const uint32_t t_lo = sel.lo, t_hi = sel.hi, need = sel.need;
     // ordered(f): f(key, id) for this thread's items in increasing id (participants, or on the
@@ -720,28 +787,38 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
       best = packed > best ? packed : best;
     });
-    {  // the packed argmax: the warp's (its largest key, then the largest packed word among the
-       // lanes holding that key), then one shared atomic a warp; read after the cluster barrier
-      const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32));
-      const uint32_t low = __reduce_max_sync(
-          0xFFFFFFFFu, static_cast<uint32_t>(best >> 32) == top ? static_cast<uint32_t>(best) : 0u);
-      if (lane == 0) {
-        atomicMax(reinterpret_cast<unsigned long long*>(&cta_best), (static_cast<unsigned long long>(top) << 32) | low);
+    // The earlier ranks' taken items: on the fast path from the exact selection's histograms
+    // (this CTA's bins of every pass, summed over its threads), so no cluster barrier here; on
+    // the fallback from their totals after one.  (gt | eq << 32): each half is at most V, no carry.
+    // (One CTA a row has no ranks before it: it keeps the one barrier.)
+    const bool lower_from_hist = kCluster && fast && splits > 1;  // the same in every CTA of the cluster
+    if (lower_from_hist) {
+      const uint32_t g = __reduce_add_sync(0xFFFFFFFFu, lower_gt);
+      const uint32_t e = __reduce_add_sync(0xFFFFFFFFu, lower_eq);
+      if (lane == 0 && (g | e) != 0) {
+        atomicAdd(reinterpret_cast<unsigned long long*>(&lower_total),
+                  static_cast<unsigned long long>(g) | static_cast<unsigned long long>(e) << 32);
       }
     }
+    if (!lower_from_hist) publish_best(best);  // else it went out with the participants
     uint64_t base, total;
     BlockScan(temp.scan).ExclusiveSum(mine, base, total);
-    if (tid == 0) cta_total = total;
-    cluster_sync();
-    XPRESS_SEL_MARK(6);
-    if constexpr (kCluster) {  // + the (gt | eq << 32) counts of the ranks before this one: lane r
-      // reads rank r, and each half is summed on its own (a half's sum over the cluster is at most
-      // V: no carry)
-      const uint64_t t = lane < split ? *remote(&cta_total, lane) : 0ull;
-      base += static_cast<uint64_t>(__reduce_add_sync(0xFFFFFFFFu, static_cast<uint32_t>(t))) |
-              static_cast<uint64_t>(__reduce_add_sync(0xFFFFFFFFu, static_cast<uint32_t>(t >> 32))) << 32;
+    if (lower_from_hist) {
+      __syncthreads();  // lower_total complete
+      base += lower_total;
+      XPRESS_SEL_MARK(6);
     } else {
-      for (int r = 0; r < split; ++r) base += *remote(&cta_total, r);
+      if (tid == 0) cta_total = total;
+      cluster_sync();  // also orders the CTA's cta_best atomics before rank 0's read
+      XPRESS_SEL_MARK(6);
+      if constexpr (kCluster) {  // + the (gt | eq << 32) counts of the ranks before this one: lane
+        // r reads rank r, and each half is summed on its own
+        const uint64_t t = lane < split ? *remote(&cta_total, lane) : 0ull;
+        base += static_cast<uint64_t>(__reduce_add_sync(0xFFFFFFFFu, static_cast<uint32_t>(t))) |
+                static_cast<uint64_t>(__reduce_add_sync(0xFFFFFFFFu, static_cast<uint32_t>(t >> 32))) << 32;
+      } else {
+        for (int r = 0; r < split; ++r) base += *remote(&cta_total, r);
+      }
     }
     uint32_t gt_before = static_cast<uint32_t>(base);
     uint32_t eq_before = static_cast<uint32_t>(base >> 32);
