@@ -15,7 +15,6 @@ kernel starts before the one ahead ends.)
     PYTHONPATH=$PWD python benchmarks/probe_icache.py
 """
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.getcwd(), "benchmarks"))
@@ -47,45 +46,23 @@ def latent(dtype):
                                             wpack=pack)
 
 
-def capture(calls):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for fn, i in calls[:4]:
-            fn(i)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for fn, i in calls:
-            fn(i)
-    return g
-
-
-def graph_us(g, calls, replays=25):
-    g.replay()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s = []
-    for _ in range(replays):
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        s.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(s)
+def per_call_us(calls):
+    """µs a call of the (fn, input set) calls in this order, captured in one graph
+    (timing.cuda_graph_us: median of its replays)."""
+    return timing.cuda_graph_us(lambda i: calls[i][0](calls[i][1]), num_sets=len(calls), calls=len(calls))
 
 
 with torch.no_grad():
     for op, make in (("topc_select N=1", topc), ("latent_pass N=1 (head)", latent)):
         fb, fb2, fh = make(torch.bfloat16), make(torch.bfloat16), make(torch.float16)
         graphs = {
-            "bf16": capture([(fb, i) for i in range(20)]),
-            "fp16": capture([(fh, i) for i in range(20)]),
-            "(fp16, bf16)": capture([(f, i) for i in range(10) for f in (fh, fb)]),
-            "control": capture([(f, i) for i in range(10) for f in (fb2, fb)]),
+            "bf16": [(fb, i) for i in range(20)],
+            "fp16": [(fh, i) for i in range(20)],
+            "(fp16, bf16)": [(f, i) for i in range(10) for f in (fh, fb)],
+            "control": [(f, i) for i in range(10) for f in (fb2, fb)],
         }
         for rnd in range(3):
-            t = {name: graph_us(g, 20) for name, g in graphs.items()}
+            t = {name: per_call_us(calls) for name, calls in graphs.items()}
             print(f"{op} round {rnd}: " + "; ".join(f"{n} {u:.2f}" for n, u in t.items())
                   + f" us a call; mixed - mean alone {t['(fp16, bf16)'] - (t['bf16'] + t['fp16']) / 2:+.2f},"
                   f" control - bf16 {t['control'] - t['bf16']:+.2f}", flush=True)

@@ -204,7 +204,11 @@ def test_sub_chunk_listing_limits(device, dtype, cta):
       maxima, then has more participants than it keeps, so its fallback visits every chunk; the
       wide CTA keeps them (fast path);
     - a row-padded view with 16-byte aligned rows whose length leaves a tail that no 16-byte
-      vector covers (for fp32 in the same sub-chunk as the last vector), holding the top values."""
+      vector covers (for fp32 in the same sub-chunk as the last vector), holding the top values.
+    On an H200 the four full rows take clusters of 4 CTAs, and the tied runs of rows 0 and 3 lie
+    in one CTA's slice: in row 0 (and in row 3 with the narrow CTA) that CTA does not fit while
+    its peers do, so the whole cluster leaves the fast path together after the exact
+    selection's first cluster barrier."""
     V, c = V_FULL, 512
     g = gen(31)
     rows = torch.randn(4, V, generator=g) * 3
