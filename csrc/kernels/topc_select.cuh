@@ -779,19 +779,24 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         }
       }
     };
-    uint64_t mine = 0;  // (gt | eq << 32) over this thread's items
-    uint64_t best = 0;  // packed argmax over them (the row's argmax is always an item)
-    ordered([&](uint32_t key, int64_t j, T) {
-      const uint32_t kp = key >> kLastShift;
-      mine += (kp > t_hi ? 1ull : 0ull) | (kp >= t_lo && kp <= t_hi ? (1ull << 32) : 0ull);
-      const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
-      best = packed > best ? packed : best;
-    });
     // The earlier ranks' taken items: on the fast path from the exact selection's histograms
     // (this CTA's bins of every pass, summed over its threads), so no cluster barrier here; on
     // the fallback from their totals after one.  (gt | eq << 32): each half is at most V, no carry.
     // (One CTA a row has no ranks before it: it keeps the one barrier.)
     const bool lower_from_hist = kCluster && fast && splits > 1;  // the same in every CTA of the cluster
+    auto taken = [&](uint32_t key) -> uint64_t {  // (gt | eq << 32) of one item
+      const uint32_t kp = key >> kLastShift;
+      return (kp > t_hi ? 1ull : 0ull) | (kp >= t_lo && kp <= t_hi ? (1ull << 32) : 0ull);
+    };
+    uint64_t mine = 0;  // (gt | eq << 32) over this thread's items
+    uint64_t best = 0;  // packed argmax over them (the row's argmax is always an item)
+    ordered([&](uint32_t key, int64_t j, T) {
+      mine += taken(key);
+      if (!lower_from_hist) {  // else the argmax went out with the participants
+        const uint64_t packed = argmax_pack(key, static_cast<uint32_t>(j));
+        best = packed > best ? packed : best;
+      }
+    });
     if (lower_from_hist) {
       const uint32_t g = __reduce_add_sync(0xFFFFFFFFu, lower_gt);
       const uint32_t e = __reduce_add_sync(0xFFFFFFFFu, lower_eq);
