@@ -3,6 +3,14 @@ chunk's K largest values instead of its max, how many chunks would the exact sel
 have to re-read?  A chunk must be re-read when all K of its kept values reach tau', the C-th
 largest kept value (it may hold more); every other element at or above tau' is already kept.
     python benchmarks/sim_topc_chunks.py [ROWS]
+
+With --tau, another question (session 56): could the cluster kernel take tau without its own
+cluster-wide radix pass?  Each of a row's `splits` CTAs holds a slice of 64-element chunks; the
+kernel's tau is the C-th largest chunk max of the whole row.  Two bounds each CTA can compute
+from its own chunks (each leaves >= C elements at or above it): the largest over the CTAs of
+each one's C-th largest chunk max, and the least over the CTAs of each one's ceil(C / splits)-th
+largest.  It prints the participants (elements >= tau) under each, on the rows below:
+    python benchmarks/sim_topc_chunks.py --tau [ROWS]
 """
 
 import sys
@@ -27,9 +35,34 @@ ROWS = {
     "sorted (adversarial)": lambda g: torch.linspace(1, 0, V),
 }
 
+def tau_participants(x: torch.Tensor, splits: int, chunk: int = 64) -> tuple[int, int, int]:
+    slice_ = -(-(-(-x.numel() // splits)) // chunk) * chunk  # the launcher's slice: whole chunks
+    maxima = []
+    for r in range(splits):
+        s = x[r * slice_:(r + 1) * slice_]
+        s = torch.cat([s, torch.full(((-s.numel()) % chunk,), float("-inf"))]).view(-1, chunk)
+        maxima.append(s.max(1).values)
+    exact = torch.cat(maxima).topk(C).values[-1]
+    largest_own = max(float(m.topk(min(C, m.numel())).values[-1]) for m in maxima if m.numel() >= C) \
+        if any(m.numel() >= C for m in maxima) else float("-inf")
+    q = -(-C // splits)
+    least_share = min(float(m.topk(q).values[-1]) for m in maxima)
+    return tuple(int((x >= t).sum()) for t in (exact, largest_own, least_share))
+
+
 if __name__ == "__main__":
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    tau_mode = "--tau" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--tau"]
+    rows = int(args[0]) if args else 5
     g = torch.Generator().manual_seed(0)
+    if tau_mode:
+        for name, make in ROWS.items():
+            cells = []
+            for splits in (2, 4, 8):
+                runs = [tau_participants(make(g), splits) for _ in range(rows)]
+                cells.append(f"{splits} CTAs: " + " / ".join(f"{sum(r[i] for r in runs) / rows:.0f}" for i in range(3)))
+            print(f"{name:22s} participants (row tau / largest own C-th / least own C/splits-th) " + " | ".join(cells))
+        sys.exit(0)
     for name, make in ROWS.items():
         cells = []
         for chunk in (32, 64):
