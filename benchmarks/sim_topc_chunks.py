@@ -36,15 +36,16 @@ ROWS = {
 }
 
 def tau_participants(x: torch.Tensor, splits: int, chunk: int = 64) -> tuple[int, int, int]:
-    slice_ = -(-(-(-x.numel() // splits)) // chunk) * chunk  # the launcher's slice: whole chunks
+    per_cta = -(-x.numel() // splits)  # ceil
+    slice_ = -(-per_cta // chunk) * chunk  # the launcher's slice: whole chunks
     maxima = []
     for r in range(splits):
         s = x[r * slice_:(r + 1) * slice_]
         s = torch.cat([s, torch.full(((-s.numel()) % chunk,), float("-inf"))]).view(-1, chunk)
         maxima.append(s.max(1).values)
     exact = torch.cat(maxima).topk(C).values[-1]
-    largest_own = max(float(m.topk(min(C, m.numel())).values[-1]) for m in maxima if m.numel() >= C) \
-        if any(m.numel() >= C for m in maxima) else float("-inf")
+    own_c = [float(m.topk(C).values[-1]) for m in maxima if m.numel() >= C]
+    largest_own = max(own_c) if own_c else float("-inf")  # no CTA has C chunks: every element
     q = -(-C // splits)
     least_share = min(float(m.topk(q).values[-1]) for m in maxima)
     return tuple(int((x >= t).sum()) for t in (exact, largest_own, least_share))
