@@ -35,6 +35,7 @@ ROWS = {
     "sorted (adversarial)": lambda g: torch.linspace(1, 0, V),
 }
 
+
 def tau_participants(x: torch.Tensor, splits: int, chunk: int = 64) -> tuple[int, int, int]:
     per_cta = -(-x.numel() // splits)  # ceil
     slice_ = -(-per_cta // chunk) * chunk  # the launcher's slice: whole chunks
