@@ -222,8 +222,10 @@ def test_sub_chunk_listing_limits(device, dtype, cta):
     rows[2, (torch.arange(subs) * 128).repeat_interleave(per_sub) + torch.arange(per_sub).repeat(subs)] = 60.0
     logits = rows.to(dtype).to(device)
     for cc in (c, 7):
-        values, ids = run(logits, cc)
+        blk = blk_with_sentinel(4, 2, device)  # the fused argmax on every path above, the abandoned fast path too
+        values, ids = run(logits, cc, blk=blk)
         assert_selected(logits, cc, values, ids)
+        assert torch.equal(blk[:, 1].cpu(), rule_argmax(logits))
     Vt = 100_006  # fp32: 25,001 whole vectors and a 2-element tail; 16-bit: 12,500 and 6
     padded = random_logits((4, Vt + 2), dtype, device, 32)[:, :Vt]
     padded[:, Vt - 2 :] = 1.0e4
