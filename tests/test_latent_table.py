@@ -140,6 +140,34 @@ def test_schedules_with_table(monkeypatch, N):
         assert torch.equal(run_table(inp, inp["emb_lat"], prefetch_weights=prefetch), expect), prefetch
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pad", [8, 3], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize("fixed", ["1", "0"], ids=["fixed", "generic"])
+def test_strided_xh_with_table(device, dtype, pad, fixed, monkeypatch):
+    """xh as a view with padded rows (16-byte aligned rows, or rows at an odd element offset):
+    with the table the cluster kernel reads xh's pieces beside the table's (vector loads, or
+    element by element when the rows are not aligned) and writes the bits of the dense call
+    without the table."""
+    if fixed == "0" and device == "cpu":
+        pytest.skip("one CPU implementation")
+    monkeypatch.setenv("XPRESS_EXT_LATENT_FIXED", fixed)
+    N, B, R, H, V = 3, 16, 256, 512, 300
+    dense = with_table(latent_inputs(N, B, R, H, V, dtype, device, seed=12))
+    expect = run_latent(dense)
+    big = torch.randn(N, B, R + pad, device=device).to(dtype)
+    view = big[:, :, pad : pad + R] if pad % 2 else big[:, :, :R]
+    view.copy_(dense["xh"])
+    if device == "cpu":
+        got, names = run_table(dict(dense, xh=view), dense["emb_lat"]), None
+    else:
+        got, names = cuda_kernels_run(lambda: run_table(dict(dense, xh=view), dense["emb_lat"]))
+    assert torch.equal(got, expect)
+    if names is not None:  # the cluster kernel's build that reads the table
+        assert any("latent_pass_kernel" in n and ", true>" in n for n in names), names
+    assert torch.equal(run_table(dict(dense, xh=view), dense["emb_lat"], prefetch_weights=True), expect)
+
+
 @needs_cuda
 def test_table_from_another_backend_is_close():
     """A table built on the CPU sums in the CPU's order; given to the CUDA op it still gives a

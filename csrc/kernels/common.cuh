@@ -67,6 +67,27 @@ union Vec16 {
   T elem[kVecElems<T>];
 };
 
+// Four consecutive elements of T (8 bytes for 16-bit types, 16 for fp32); Raw4<T>{} is zero.
+template <typename T>
+union Raw4 {
+  std::conditional_t<sizeof(T) == 2, uint2, uint4> raw;
+  T elem[4];
+};
+
+// Read-only load of the four elements at ptr: one vector load when `vec` (ptr aligned to the
+// vector's size), else element by element.
+template <typename T>
+__device__ __forceinline__ Raw4<T> ld_raw4(const T* ptr, bool vec) {
+  Raw4<T> v;
+  if (vec) {
+    v.raw = __ldg(reinterpret_cast<const decltype(v.raw)*>(ptr));
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) v.elem[k] = ptr[k];
+  }
+  return v;
+}
+
 // Streaming 16-byte read-only load: the data is read once, keep it out of L1.
 __device__ __forceinline__ int4 ld_stream16(const void* ptr) {
   int4 v;

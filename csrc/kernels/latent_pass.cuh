@@ -487,11 +487,25 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     }
   };
   int4 emb_v[kLatentEmbVecs];
-  auto emb_load = [&]() {
+  // With the table, the same thread also loads xh's four elements of that row and channels
+  // (before the entry, which waits for its token), and emb_store writes x = entry + xh into
+  // s_x -- the path without the table's x sum, 0 + its one split + xh, as an entry is never -0
+  // -- so no x-sum pass and no barrier for it.
+  Raw4<T> xh_v[use_table ? kLatentEmbVecs : 1];
+  auto emb_load = [&](int n0) {
 #pragma unroll
     for (int j = 0; j < kLatentEmbVecs; ++j) {
       const int i = tid + j * kLatentThreads;
       emb_v[j] = make_int4(0, 0, 0, 0);
+      if constexpr (use_table) {
+        xh_v[j] = Raw4<T>{};
+        if ((emb_live >> j) & 1u) {
+          const int r = i / tab_per_row;
+          xh_v[j] = ld_raw4(p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c_base +
+                                (i % tab_per_row) * 4,
+                            p.vec_xh);
+        }
+      }
       if ((emb_live >> j) & 1u) {
         const int64_t row = clamp_index(emb_tok[j], p.vocab);
         emb_v[j] = use_table ? ld_stream16(p.emb_lat + row * p.el_s + c_base + (i % tab_per_row) * 4)
@@ -505,7 +519,13 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       const int i = tid + j * kLatentThreads;
       if constexpr (use_table) {
         if (i < t.rows * tab_per_row) {
-          *reinterpret_cast<int4*>(s_part + (i / tab_per_row) * t.ld_f + (i % tab_per_row) * 4) = emb_v[j];
+          const float4 e = *reinterpret_cast<const float4*>(&emb_v[j]);
+          float4 x;
+          x.x = e.x + to_float(xh_v[j].elem[0]);
+          x.y = e.y + to_float(xh_v[j].elem[1]);
+          x.z = e.z + to_float(xh_v[j].elem[2]);
+          x.w = e.w + to_float(xh_v[j].elem[3]);
+          *reinterpret_cast<float4*>(s_x + (i / tab_per_row) * t.ld_f + (i % tab_per_row) * 4) = x;
         }
       } else if (i < t.rows * emb_per_row) {
         *reinterpret_cast<int4*>(s_emb + (i / emb_per_row) * t.ld_emb + (i % emb_per_row) * kV) = emb_v[j];
@@ -562,10 +582,12 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       load_rows(s_emb, t.ld_emb, p.w1, p.w1, EmbeddingRows<T>{&p, n0, B}, rows(), t.kr, valid_rows,
                 R, p.vec_w1);
     }
-    load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, B, p.xh_sn, p.xh_sb}, rows(),
-              t.rc, valid_rows, R - c_base, p.vec_xh);
+    if constexpr (!use_table) {
+      load_rows(s_xh, t.ld_xh, p.xh + c_base, p.xh, GroupRows{n0, B, p.xh_sn, p.xh_sb}, rows(),
+                t.rc, valid_rows, R - c_base, p.vec_xh);
+    }
     cp_async_commit();
-    if (emb_fast) emb_load();  // ahead of the MLP weights' copies (measured: 0.2-0.8 us at N <= 32)
+    if (emb_fast) emb_load(n0);  // ahead of the MLP weights' copies (measured: 0.2-0.8 us at N <= 32)
     if (first && p.do_mlp && !early) load_mlp();
     if (emb_fast) {
       emb_store();
@@ -588,15 +610,16 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       __syncthreads();
     }
     XPRESS_LATENT_MARK(4);
-    const int x_splits = use_table ? 1 : t.ks1;  // a constant in the compiled kernels
-    for (GridWalk w(tid, kLatentThreads, t.rc); w.row < rows(); w.next()) {
-      const int r = w.row;
-      const int c = w.col;
-      float v = 0.f;
-      for (int s = 0; s < x_splits; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
-      s_x[r * t.ld_f + c] = v + to_float(s_xh[r * t.ld_xh + c]);  // 0 outside the valid region
+    if constexpr (!use_table) {  // with the table emb_store wrote x
+      for (GridWalk w(tid, kLatentThreads, t.rc); w.row < rows(); w.next()) {
+        const int r = w.row;
+        const int c = w.col;
+        float v = 0.f;
+        for (int s = 0; s < t.ks1; ++s) v += s_part[s * part_stride + r * t.ld_f + c];
+        s_x[r * t.ld_f + c] = v + to_float(s_xh[r * t.ld_xh + c]);  // 0 outside the valid region
+      }
+      __syncthreads();
     }
-    __syncthreads();
     XPRESS_LATENT_MARK(5);
     if (first && p.do_mlp) cluster_wait();  // peers run: their shared memory may be written
     XPRESS_LATENT_MARK(6);
