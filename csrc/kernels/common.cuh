@@ -434,6 +434,29 @@ __device__ __forceinline__ void warp_tile_mma_rows2(float (&acc)[2][NB][4], cons
   }
 }
 
+// Two adjacent elements src[0], src[1] as floats: one 4-byte load of a 16-bit pair or one
+// 8-byte load of an fp32 pair when `whole` (the pair aligned to its size), else two loads.
+template <typename T>
+__device__ __forceinline__ void load_pair(float (&f)[2], const T* src, bool whole) {
+  if (whole) {
+    if constexpr (sizeof(T) == 2) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
+      T two[2];
+      memcpy(two, &w, sizeof(w));
+      f[0] = to_float(two[0]);
+      f[1] = to_float(two[1]);
+      return;
+    } else if constexpr (sizeof(T) == 4) {
+      const float2 w = *reinterpret_cast<const float2*>(src);
+      f[0] = to_float(w.x);
+      f[1] = to_float(w.y);
+      return;
+    }
+  }
+  f[0] = to_float(src[0]);
+  f[1] = to_float(src[1]);
+}
+
 // Cluster barrier split in two halves: arrive early, wait only where a peer's shared memory is
 // first needed (PTX barrier.cluster).  `arrive` is relaxed: it orders nothing, it only tells
 // the peers this CTA is running.
