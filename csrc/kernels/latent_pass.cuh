@@ -273,12 +273,19 @@ struct EmbeddingRows {
 };
 
 // One K-split GEMM phase: part[s][row][col] = A[:, k in split s] @ Bm[k in split s, own cols],
-// for all 16x8 tiles of a [rows, ncols] output.  Work items are spread over the warps.  With
-// 32 rows or more (an even count of row tiles) and an even count of column tiles, on the tensor
-// cores, a warp takes two adjacent column tiles, each A fragment loaded once for both (at the
-// head's 32-row groups: 8 items for the 16 warps instead of 16); each tile's sums are the same.
-// H200 (benchmarks/latent_pass_phases.cu, session 39, graph replay, with phase 2's two row tiles
-// a warp): 9.9 -> 9.7 us at N = 16, 17.1 -> 16.6 at N = 32, 25.2 -> 24.5 at N = 64.
+// for all 16x8 tiles of a [rows, ncols] output.  Work items are spread over the warps.  With an
+// even count of column tiles, on the tensor cores, a warp takes two adjacent column tiles, each
+// A fragment loaded once for both (at the head's 32-row groups: 8 items for the 16 warps instead
+// of 16; at 16-row groups 4 instead of 8); each tile's sums are the same.  H200
+// (benchmarks/latent_pass_phases.cu, session 39, graph replay, with phase 2's two row tiles a
+// warp): 9.9 -> 9.7 us at N = 16, 17.1 -> 16.6 at N = 32, 25.2 -> 24.5 at N = 64.  Session 59:
+// 16-row groups too (until then the pairs needed an even count of row tiles), with phase 2's
+// pairs of column tiles below: the tiles' fragments are bound by shared-memory bytes (8 warps
+// each reading A's 8 KB: benchmarks/mma_chain_probe.cu), and phase 3 at N = 1 went from ~1.18 K
+// to ~0.99 K cycles a CTA (the harness's marks); the kernel compiled for the head, with the
+// table and prefetched, 6.41 against 6.63-6.66 us at N = 1, 11.56-11.57 against 12.01-12.10 at
+// N = 16 with 16-row groups (graph replay, the two builds alternating twice, the same output
+// hashes).
 template <typename T>
 __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_stride, const T* A,
                                              int lda, const T* Bm, int ldb, int rows, int ncols,
@@ -294,7 +301,7 @@ __device__ __forceinline__ void split_k_gemm(float* part, int ld_f, int part_str
     *reinterpret_cast<float2*>(out) = make_float2(acc[0], acc[1]);
     *reinterpret_cast<float2*>(out + 8 * ld_f) = make_float2(acc[2], acc[3]);
   };
-  if (DType<T>::kTensorCore && mt_count % 2 == 0 && nt_count % 2 == 0) {
+  if (DType<T>::kTensorCore && nt_count % 2 == 0) {
     const int np = nt_count / 2;
     for (int item = warp; item < mt_count * np * ksplit; item += kLatentWarps) {
       const int s = item % ksplit;
@@ -712,6 +719,25 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           warp_tile_mma_rows2<T, 2>(acc, s_ub + mp * 32 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
           emit(2 * mp, nt, acc[0]);
           emit(2 * mp + 1, nt, acc[1]);
+        }
+      } else if (DType<T>::kTensorCore && nth % 2 == 0) {
+        // 16-row tiles: two column tiles of W_g and W_u a warp, each fragment of u read once for
+        // both (4 warps read u's 8 KB instead of 8).  Same sums, same bits.  H200, the kernel
+        // compiled for the head (latent_pass_phases.cu, session 59, graph replay): 6.56-6.60
+        // against 6.62-6.67 us at N = 1, 11.81-11.88 against 11.99-12.02 at N = 16; with the
+        // pairs in phase 3 too (split_k_gemm) 6.41 / 11.56.
+        const int ntp_count = nth / 2;
+        for (int item = warp; item < (rows() / 16) * ntp_count; item += kLatentWarps) {
+          const int ntp = item % ntp_count;
+          const int mt = item / ntp_count;
+          float acc[4][4] = {};
+          const T* const b[4] = {s_wg + ntp * 16, s_wu + ntp * 16, s_wg + ntp * 16 + 8, s_wu + ntp * 16 + 8};
+          warp_tile_mma<T, 4>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const float(&pair)[2][4] = *reinterpret_cast<const float(*)[2][4]>(&acc[2 * h]);
+            emit(mt, 2 * ntp + h, pair);
+          }
         }
       } else {
         for (int item = warp; item < (rows() / 16) * nth; item += kLatentWarps) {
