@@ -47,7 +47,17 @@ constexpr int kLdB = 72;                           // smem_ld_weight(64, 2)
 constexpr int kRowsA = 32;                         // room for the 32-row variant
 constexpr int kA = kRowsA * kLdA, kB = kK * kLdB;  // elements
 
-__device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g)); }
+// Phase 2's epilogue for one tile: SiLU(g) * u, packed, the quad's 16-byte pieces stored (here
+// into this CTA's shared memory; the kernel pushes them to the peers).
+__device__ __forceinline__ void epilogue(const float (&acc)[2][4], int nt, int lane, uint4* s_out) {
+  const int row = lane >> 2;
+  const uint4 top =
+      k::quad_gather(k::pack_pair<T>(k::silu(acc[0][0]) * acc[1][0], k::silu(acc[0][1]) * acc[1][1]), lane);
+  const uint4 bot =
+      k::quad_gather(k::pack_pair<T>(k::silu(acc[0][2]) * acc[1][2], k::silu(acc[0][3]) * acc[1][3]), lane);
+  s_out[(row * 8 + nt) * 2 + (lane & 1)] = top;
+  s_out[((row + 8) * 8 + nt) * 2 + (lane & 1)] = bot;
+}
 
 template <int kVariant>
 __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const T* a_g, const T* b_g, long long* cycles,
@@ -79,28 +89,16 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const T* a_g, const 
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[i / 4][i % 4] = __int_as_float(0x3e000000 + lane * 977 + rep * 31 + i);
         if constexpr (kVariant == 8) {
-          const int row = lane >> 2;
-          const uint4 top = k::quad_gather(
-              k::pack_pair<T>(silu_f(acc[0][0]) * acc[1][0], silu_f(acc[0][1]) * acc[1][1]), lane);
-          const uint4 bot = k::quad_gather(
-              k::pack_pair<T>(silu_f(acc[0][2]) * acc[1][2], silu_f(acc[0][3]) * acc[1][3]), lane);
-          s_out[(row * 8 + nt) * 2 + (lane & 1)] = top;
-          s_out[((row + 8) * 8 + nt) * 2 + (lane & 1)] = bot;
+          epilogue(acc, nt, lane, s_out);
         } else {
-          keep += silu_f(acc[0][0]) * acc[1][0] + silu_f(acc[0][1]) * acc[1][1] + silu_f(acc[0][2]) * acc[1][2] +
-                  silu_f(acc[0][3]) * acc[1][3];
+          keep += k::silu(acc[0][0]) * acc[1][0] + k::silu(acc[0][1]) * acc[1][1] + k::silu(acc[0][2]) * acc[1][2] +
+                  k::silu(acc[0][3]) * acc[1][3];
         }
       } else if constexpr (kVariant == 0 || kVariant == 1 || kVariant == 3 || kVariant == 7) {
         float acc[2][4] = {};
         k::warp_tile_mma<T, 2>(acc, s_a, kLdA, b, kLdB, 0, kVariant == 1 ? kK / 2 : kK, lane);
         if constexpr (kVariant == 3) {
-          const int row = lane >> 2;
-          const uint4 top = k::quad_gather(
-              k::pack_pair<T>(silu_f(acc[0][0]) * acc[1][0], silu_f(acc[0][1]) * acc[1][1]), lane);
-          const uint4 bot = k::quad_gather(
-              k::pack_pair<T>(silu_f(acc[0][2]) * acc[1][2], silu_f(acc[0][3]) * acc[1][3]), lane);
-          s_out[(row * 8 + nt) * 2 + (lane & 1)] = top;
-          s_out[((row + 8) * 8 + nt) * 2 + (lane & 1)] = bot;
+          epilogue(acc, nt, lane, s_out);
         } else {
           keep += acc[0][0] + acc[0][1] + acc[0][2] + acc[0][3] + acc[1][0] + acc[1][1] + acc[1][2] + acc[1][3];
         }
