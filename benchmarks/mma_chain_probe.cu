@@ -17,10 +17,10 @@
 //   8  the epilogue of variant 3 alone, on fixed sums
 //   9  SiLU and the product alone, on fixed sums
 //
-// H200, session 59 (least cycles of repetitions 2-7 over five launches, two calls):
-//   0: 1,082-1,094   1: 642-669   2: 529   3: 1,631-1,660   4: 1,652-1,675   5: 876
-//   6: 1,090         7: 756       8: 661   9: 532
-// The accumulator chains alone take 529 cycles (~33 a k-step); read from shared memory, 2x
+// H200, session 59 (least cycles of repetitions 2-7 over five launches, three calls):
+//   0: 1,082-1,105   1: 642-669   2: 529-557   3: 1,631-1,660   4: 1,652-1,690   5: 876-894
+//   6: 1,090-1,096   7: 756       8: 639-661   9: 530-532
+// The accumulator chains alone take 529-557 cycles (~33 a k-step); read from shared memory, 2x
 // that: 8 warps each reading A's 8 KB beside the 64 KB of W_g / W_u slices, ~128 KB at ~128
 // bytes a cycle (4 warps: 756).  Two column tiles a warp (6) finish the CTA's 8 tiles in the
 // same ~1.09 K; phase 3's items (5) as pairs on 4 warps are variant 7's shape (756 against 876).
