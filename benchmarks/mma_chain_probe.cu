@@ -16,14 +16,17 @@
 //   7  variant 0 on warps 0-3 only (what the other four warps' shared-memory reads cost)
 //   8  the epilogue of variant 3 alone, on fixed sums
 //   9  SiLU and the product alone, on fixed sums
+//  10  variant 6 with the next k-step's fragments loaded before this step's MMAs (two register
+//      buffers; the same MMAs in the same order)
 //
 // H200, session 59 (least cycles of repetitions 2-7 over five launches, three calls):
 //   0: 1,082-1,105   1: 642-669   2: 529-557   3: 1,631-1,660   4: 1,652-1,690   5: 876-894
-//   6: 1,090-1,096   7: 756       8: 639-661   9: 530-532
+//   6: 1,090-1,096   7: 756       8: 622-661   9: 528-532       10: 987 (one call)
 // The accumulator chains alone take 529-557 cycles (~33 a k-step); read from shared memory, 2x
 // that: 8 warps each reading A's 8 KB beside the 64 KB of W_g / W_u slices, ~128 KB at ~128
 // bytes a cycle (4 warps: 756).  Two column tiles a warp (6) finish the CTA's 8 tiles in the
-// same ~1.09 K; phase 3's items (5) as pairs on 4 warps are variant 7's shape (756 against 876).
+// same ~1.09 K, or 987 with the next k-step's loads ahead (10: the kernel's phase 2 at 16-row
+// groups); phase 3's items (5) as pairs on 4 warps are variant 7's shape (756 against 876).
 // The epilogue alone costs ~660 cycles, ~530 of it SiLU and the product (silu_probe.cu).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -I benchmarks \
@@ -75,13 +78,17 @@ __global__ void __launch_bounds__(kThreads, 1) chain_kernel(const T* a_g, const 
   for (int rep = 0; rep < kReps; ++rep) {
     __syncthreads();
     const long long t0 = clock64();
-    if (warp < ((kVariant == 6 || kVariant == 7) ? 4 : 8)) {
+    if (warp < ((kVariant == 6 || kVariant == 7 || kVariant == 10) ? 4 : 8)) {
       const int nt = warp;
       const T* const b[2] = {s_g + nt * 8, s_u + nt * 8};
-      if constexpr (kVariant == 6) {
+      if constexpr (kVariant == 6 || kVariant == 10) {
         float acc[4][4] = {};
         const T* const b4[4] = {s_g + nt * 16, s_u + nt * 16, s_g + nt * 16 + 8, s_u + nt * 16 + 8};
-        k::warp_tile_mma<T, 4>(acc, s_a, kLdA, b4, kLdB, 0, kK, lane);
+        if constexpr (kVariant == 6) {
+          k::warp_tile_mma<T, 4>(acc, s_a, kLdA, b4, kLdB, 0, kK, lane);
+        } else {
+          k::warp_tile_mma_ahead<T, 4>(acc, s_a, kLdA, b4, kLdB, 0, kK, lane);
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) keep += acc[i][0] + acc[i][1] + acc[i][2] + acc[i][3];
       } else if constexpr (kVariant == 8 || kVariant == 9) {
@@ -175,5 +182,6 @@ int main() {
   run<7>("7 variant 0 on 4 warps only", a, b, cycles, sink);
   run<8>("8 the epilogue alone (SiLU .. 16-B stores)", a, b, cycles, sink);
   run<9>("9 SiLU and product alone", a, b, cycles, sink);
+  run<10>("10 variant 6, next k-step's fragments loaded ahead", a, b, cycles, sink);
   return 0;
 }

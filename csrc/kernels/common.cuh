@@ -403,6 +403,38 @@ __device__ __forceinline__ void warp_tile_mma(float (&acc)[NB][4], const T* A, i
   }
 }
 
+// warp_tile_mma on the tensor cores with the fragments of k-step s + 1 loaded before the MMAs of
+// step s (two register buffers): the same MMAs on each accumulator in the same order, so the same
+// bits.  For a warp with several tiles (NB = 4), whose steps otherwise wait for their loads.
+template <typename T, int NB>
+__device__ __forceinline__ void warp_tile_mma_ahead(float (&acc)[NB][4], const T* A, int lda,
+                                                    const T* const (&Bm)[NB], int ldb, int k_begin,
+                                                    int k_end, int lane) {
+  static_assert(DType<T>::kTensorCore, "tensor-core types only");
+  const T* a_row = A + (lane & 15) * lda + (lane >> 4) * 8;
+  const int b_off = (lane & 15) * ldb;
+  uint32_t a[2][4], b[2][NB][2];
+  auto load = [&](int buf, int k) {
+    ldmatrix_x4(a[buf], a_row + k);
+#pragma unroll
+    for (int i = 0; i < NB; ++i) ldmatrix_x2_trans(b[buf][i], Bm[i] + b_off + k * ldb);
+  };
+  auto mma = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < NB; ++i) mma_16816<T>(acc[i], a[buf], b[buf][i]);
+  };
+  if (k_begin >= k_end) return;
+  load(0, k_begin);
+  for (int k = k_begin; k < k_end; k += 32) {
+    if (k + 16 < k_end) load(1, k + 16);
+    mma(0);
+    if (k + 16 < k_end) {
+      if (k + 32 < k_end) load(0, k + 32);
+      mma(1);
+    }
+  }
+}
+
 // warp_tile_mma over two row tiles at once: acc[h][i] += A[16 h : 16 h + 16, k] @ Bm[i][k, 0:8]
 // for h < 2.  On the tensor cores each B fragment is loaded once for both row tiles (a third
 // fewer shared-memory reads than two calls); each accumulator sees the same k sequence as in

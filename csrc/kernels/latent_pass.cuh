@@ -722,17 +722,22 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
         }
       } else if (DType<T>::kTensorCore && nth % 2 == 0) {
         // 16-row tiles: two column tiles of W_g and W_u a warp, each fragment of u read once for
-        // both (4 warps read u's 8 KB instead of 8).  Same sums, same bits.  H200, the kernel
-        // compiled for the head (latent_pass_phases.cu, session 59, graph replay): 6.56-6.60
-        // against 6.62-6.67 us at N = 1, 11.81-11.88 against 11.99-12.02 at N = 16; with the
-        // pairs in phase 3 too (split_k_gemm) 6.41 / 11.56.
+        // both (4 warps read u's 8 KB instead of 8), the next k-step's fragments loaded ahead of
+        // this step's MMAs.  Same sums, same bits.  H200, the kernel compiled for the head
+        // (latent_pass_phases.cu, session 59, graph replay): 6.56-6.60 against 6.62-6.67 us at
+        // N = 1, 11.81-11.88 against 11.99-12.02 at N = 16 (16-row groups); with the pairs in
+        // phase 3 too (split_k_gemm) 6.41 / 11.56; with the loads ahead 6.37 against 6.45-6.47
+        // at N = 1, 6.58-6.60 against 6.62-6.70 at N = 4 (mma_chain_probe.cu: 987 against
+        // 1,090-1,096 cycles for a warp's two tiles).
         const int ntp_count = nth / 2;
         for (int item = warp; item < (rows() / 16) * ntp_count; item += kLatentWarps) {
           const int ntp = item % ntp_count;
           const int mt = item / ntp_count;
           float acc[4][4] = {};
           const T* const b[4] = {s_wg + ntp * 16, s_wu + ntp * 16, s_wg + ntp * 16 + 8, s_wu + ntp * 16 + 8};
-          warp_tile_mma<T, 4>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
+          if constexpr (DType<T>::kTensorCore) {
+            warp_tile_mma_ahead<T, 4>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
+          }
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const float(&pair)[2][4] = *reinterpret_cast<const float(*)[2][4]>(&acc[2 * h]);
