@@ -735,7 +735,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
           const int mt = item / ntp_count;
           float acc[4][4] = {};
           const T* const b[4] = {s_wg + ntp * 16, s_wu + ntp * 16, s_wg + ntp * 16 + 8, s_wu + ntp * 16 + 8};
-          if constexpr (DType<T>::kTensorCore) {
+          if constexpr (DType<T>::kTensorCore) {  // fp32 instances compile, never take, this branch
             warp_tile_mma_ahead<T, 4>(acc, s_ub + mt * 16 * t.ld_emb, t.ld_emb, b, t.ld_wgu, 0, t.kr, lane);
           }
 #pragma unroll
