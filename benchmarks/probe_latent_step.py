@@ -1,7 +1,8 @@
 """The latent kernel alone and in the head's draft steps, for an A/B between two builds of the
 extension (RESULTS.md, session 32, "The cluster kernel's all-gathers on mbarriers"): in one
 process, latent_pass at the bench's shapes (N = 1, 4, 16, 32; without and with
-prefetch_weights), then the top-C and full-vocabulary draft steps (K = 6) at N = 1, 4 and 32,
+prefetch_weights), then the top-C and full-vocabulary draft steps (K = 6) at N = 1, 4 and 32
+(``--n=1,4``: those only),
 each timed three times (graph replay, µs), with a hash of the latent outputs and the drafts'
 id sum to compare the builds' bits:
 
@@ -23,6 +24,7 @@ from xpress_ext import draft, ops, selfcheck, timing  # noqa: E402
 TABLE = "--table" in sys.argv
 LATENT_ONLY = "--latent-only" in sys.argv  # no draft steps
 STEPS_ONLY = "--steps-only" in sys.argv  # no latent_pass timings
+STEP_NS = next((tuple(int(n) for n in a[4:].split(",")) for a in sys.argv[1:] if a.startswith("--n=")), (1, 4, 32))
 args_ = [a for a in sys.argv[1:] if not a.startswith("--")]
 tag = args_[0] if args_ else "build"
 SETTINGS = (False, True, False, True) if TABLE else (False,)
@@ -49,7 +51,7 @@ with torch.no_grad():
     head = draft.make_synthetic_head(V, B, R, H, dtype=DTYPE, device="cuda", max_num_reqs=32)
     for path in () if LATENT_ONLY else ("topc",) if "--topc" in sys.argv else ("topc", "full"):
         head.topc = C if path == "topc" else 0
-        for N in (1, 4, 32):
+        for N in STEP_NS:
             inputs = draft.make_step_inputs(head, N, DTYPE, "cuda", seed=N)
             for use in SETTINGS:
                 if TABLE:
