@@ -7,6 +7,11 @@
 //        benchmarks/topc_select_phases.cu -o /tmp/phases && \
 //        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS [BLK]]]]   (THREADS: 512 wide, 256 narrow;
 //        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it)
+//
+// The marks are global stores by each CTA's thread 0, and they move the times, by different
+// amounts in different builds (session 61: 32.4 against 31.3 us a launch at 240 rows, 12.7
+// against 12.4 at 15 x 4; a change 0.9 us faster at 240 rows with marks was level without).
+// -DXPRESS_SEL_PHASES_NO_MARKS builds the kernel as it ships: use it for A/B timings.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -16,7 +21,9 @@
 #include <vector>
 
 __device__ long long g_sel_probe[65536 * 8];
+#ifndef XPRESS_SEL_PHASES_NO_MARKS  // -DXPRESS_SEL_PHASES_NO_MARKS: the kernel as it ships (times only)
 #define XPRESS_SEL_PROBE g_sel_probe
+#endif
 #include "kernels/topc_select.cuh"
 #include "harness.cuh"
 
@@ -117,9 +124,14 @@ int main(int argc, char** argv) {
   const int ctas = splits * (int)grid_y;
   std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
   CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
-  std::printf("[%d thr, %d/SM, %zu B smem] rows=%lld c=%lld splits=%d grid_y=%lld: %.1f us (median), graph %.2f us, %d wrong ids/values  phase cycles mean/max:",
+  std::printf("[%d thr, %d/SM, %zu B smem] rows=%lld c=%lld splits=%d grid_y=%lld: %.1f us (median), graph %.2f us, %d wrong ids/values",
               threads, per_sm, smem, (long long)rows, (long long)c, splits, (long long)grid_y,
               tm.single_us, tm.graph_us, bad);
+#ifdef XPRESS_SEL_PHASES_NO_MARKS
+  std::printf("\n");
+  return 0;
+#endif
+  std::printf("  phase cycles mean/max:");
   const char* names[7] = {"P1stream", "tau", "count", "compact", "radix2", "scan", "emit"};
   for (int ph = 0; ph < 7; ++ph) {
     double sum = 0;
