@@ -122,8 +122,6 @@ int main(int argc, char** argv) {
     }
   }
   const int ctas = splits * (int)grid_y;
-  std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
-  CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
   std::printf("[%d thr, %d/SM, %zu B smem] rows=%lld c=%lld splits=%d grid_y=%lld: %.1f us (median), graph %.2f us, %d wrong ids/values",
               threads, per_sm, smem, (long long)rows, (long long)c, splits, (long long)grid_y,
               tm.single_us, tm.graph_us, bad);
@@ -131,6 +129,8 @@ int main(int argc, char** argv) {
   std::printf("\n");
   return 0;
 #endif
+  std::vector<long long> pr(static_cast<size_t>(ctas) * 8);
+  CK(cudaMemcpyFromSymbol(pr.data(), g_sel_probe, pr.size() * sizeof(long long)));
   std::printf("  phase cycles mean/max:");
   const char* names[7] = {"P1stream", "tau", "count", "compact", "radix2", "scan", "emit"};
   for (int ph = 0; ph < 7; ++ph) {
