@@ -59,6 +59,28 @@ __global__ void fill_ids(int64_t* x, int64_t n, int64_t V) {
     x[i] = (i * 7919 + 13) % V;
 }
 
+// topc_select's arguments (TopcSelectArgs<T>) for dense [rows, V] logits x and dense [rows, c]
+// outputs; with blk, blocks of B = 2 (bm1 = 1): blk[row + 1] = the row's argmax.
+template <typename Args, typename T>
+Args dense_topc_args(const T* x, T* values, int64_t* ids, int64_t* blk, int64_t rows, int64_t V, int64_t c) {
+  Args a{};
+  a.logits = x;
+  a.l_sn = a.l_sb = V;
+  a.values = values;
+  a.v_sn = a.v_sb = c;
+  a.ids = ids;
+  a.i_sn = a.i_sb = c;
+  a.rows = rows;
+  a.bm1 = 1;
+  a.vocab = V;
+  a.c = c;
+  if (blk != nullptr) {
+    a.blk = blk;
+    a.blk_sn = a.blk_sb = 1;
+  }
+  return a;
+}
+
 struct LaunchTimes {
   float single_us;  // median of single launches (the first 5 dropped)
   float graph_us;   // median per launch of a replayed graph of 20

@@ -16,7 +16,7 @@ g = torch.Generator().manual_seed(0)
 torch.manual_seed(0)
 for N in [int(n) for n in (sys.argv[1] if len(sys.argv) > 1 else "16,32,256").split(",")]:
     case = bench.topc_select_case(N, g)  # checks the result against the stable-sort reference
-    plan = list(torch.ops.xpress_ext.topc_select_plan(N * (bench.B - 1), bench.V, bench.C, 0))  # splits, threads, slice, smem
+    plan = list(torch.ops.xpress_ext.topc_select_plan(N * (bench.B - 1), bench.V, bench.C, 0))  # splits, threads, slice, smem, register kernel
     with torch.no_grad():
         us = [timing.cuda_graph_us(case.ours, case.nsets) for _ in range(3)]
     print(f"{tag} N={N} plan={plan}: " + " / ".join(f"{u:.1f}" for u in us) + " us", flush=True)

@@ -49,25 +49,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&vals, rows * c * sizeof(T)));
   CK(cudaMalloc(&ids, rows * c * sizeof(int64_t)));
   fill_normal<<<1024, 256>>>(x, rows * V, 1234u);
-  k::TopcSelectArgs<T> a{};
-  a.logits = x;
-  a.l_sn = V;
-  a.l_sb = V;
-  a.values = vals;
-  a.v_sn = c;
-  a.v_sb = c;
-  a.ids = ids;
-  a.i_sn = c;
-  a.i_sb = c;
-  a.rows = rows;
-  a.bm1 = 1;
-  a.vocab = V;
-  a.c = c;
-  if (with_blk) {  // blocks of B = 2 (bm1 = 1): blk[row * 1 + 1] = the row's argmax
-    a.blk = blk;
-    a.blk_sn = 1;
-    a.blk_sb = 1;
-  }
+  k::TopcSelectArgs<T> a = dense_topc_args<k::TopcSelectArgs<T>>(x, vals, ids, with_blk ? blk : nullptr, rows, V, c);
   const int chunk = threads == 256 ? k::SelNarrow::kChunk : k::SelWide::kChunk;
   a.slice = ((V + splits - 1) / splits + chunk - 1) / chunk * chunk;
   const size_t smem = threads == 256 ? k::SelNarrow::smem(a.slice) : k::SelWide::smem(a.slice);

@@ -49,8 +49,8 @@ out["plan"] = list(torch.ops.xpress_ext.topc_select_plan(15, 151936, 512, 0))
 torch.save(out, sys.argv[1])
 """
 
-KNOBS = ["XPRESS_EXT_TOPC_SPLITS", "XPRESS_EXT_TOPC_WARPS", "XPRESS_EXT_SCONV_TPW",
-         "XPRESS_EXT_ARGMAX_CTAS_PER_SM", "XPRESS_EXT_ARGMAX_ONE_WAVE", "XPRESS_EXT_ARGMAX_MAX_SPLITS"]
+KNOBS = ["XPRESS_EXT_TOPC_SPLITS", "XPRESS_EXT_TOPC_WARPS", "XPRESS_EXT_SCONV_TPW", "XPRESS_EXT_TOPC_KERNEL",
+         "XPRESS_EXT_TOPC_CTA", "XPRESS_EXT_ARGMAX_CTAS_PER_SM", "XPRESS_EXT_ARGMAX_ONE_WAVE", "XPRESS_EXT_ARGMAX_MAX_SPLITS"]
 
 
 def run_with(knobs, path):
@@ -71,13 +71,17 @@ def test_valid_values_change_no_result(tmp_path):
                                "XPRESS_EXT_ARGMAX_MAX_SPLITS": "1"}),
                         ("b", {"XPRESS_EXT_TOPC_SPLITS": "8", "XPRESS_EXT_TOPC_WARPS": "8", "XPRESS_EXT_SCONV_TPW": "8",
                                "XPRESS_EXT_ARGMAX_CTAS_PER_SM": "1", "XPRESS_EXT_ARGMAX_ONE_WAVE": "64",
-                               "XPRESS_EXT_ARGMAX_MAX_SPLITS": "8"})]:
+                               "XPRESS_EXT_ARGMAX_MAX_SPLITS": "8"}),
+                        ("c", {"XPRESS_EXT_TOPC_SPLITS": "4"})]:
         proc = run_with(knobs, tmp_path / f"{name}.pt")
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs[name] = torch.load(tmp_path / f"{name}.pt")
     if torch.cuda.get_device_capability(0)[0] >= 9:  # clusters: before sm_90 one CTA a row
-        assert runs["a"]["plan"][0] == 1 and runs["b"]["plan"][0] == 8, (runs["a"]["plan"], runs["b"]["plan"])
-    for name in ("a", "b"):
+        # 1 CTA a row: the cluster kernel; 8 and 4: the register kernel's two instances
+        plans = {name: runs[name]["plan"] for name in runs}
+        assert plans["a"][0] == 1 and plans["a"][4] == 0, plans
+        assert plans["b"][:2] == [8, 512] and plans["b"][4] == 1 and plans["c"][:2] == [4, 512] and plans["c"][4] == 1, plans
+    for name in ("a", "b", "c"):
         for op, want in runs["default"].items():
             if op == "plan":
                 continue

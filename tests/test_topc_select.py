@@ -6,27 +6,32 @@ import os
 
 import pytest
 import torch
-from xpress_testing import (DEVICES, DTYPE_IDS, DTYPES, V_FULL, bitwise_equal, blk_with_sentinel, cuda_kernels_run, gen,
-                            needs_cuda, rule_argmax)
+from xpress_testing import (DEVICES, DTYPE_IDS, DTYPES, NAN_BITS, V_FULL, bitwise_equal, blk_with_sentinel,
+                            cuda_kernels_run, gen, needs_cuda, raw_bits, rule_argmax)
 
 import xpress_ext
 from xpress_ext import reference as ref
 
 
 
-@pytest.fixture(params=["default", "narrow"])
+@pytest.fixture(params=["default", "stream", "narrow"])
 def cta(request, monkeypatch):
-    """Each CUDA case also runs with topc_select's narrow CTA shape forced (256 threads,
-    128-element chunks of 16-element sub-chunks, 1,024-entry lists), which the default takes only
-    once the rows outnumber two CTAs per SM; at these tests' row counts the default is the wide
-    one (512 threads, 64-element chunks, 2,048-entry lists)."""
+    """Each CUDA case runs under the default plan, which at these tests' row counts takes the
+    register kernel where it can (16-bit rows, 16-byte aligned, V a multiple of 8, c within the
+    row's chunks) and else the cluster kernel's wide CTA (512 threads, 64-element chunks,
+    2,048-entry lists); with the cluster kernel forced (XPRESS_EXT_TOPC_KERNEL=stream: the wide
+    CTA); and with its narrow CTA forced (256 threads, 128-element chunks of 16-element
+    sub-chunks, 1,024-entry lists), which the default takes only once the rows outnumber two
+    CTAs per SM."""
     device = request.getfixturevalue("device") if "device" in request.fixturenames else "cuda"
+    monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL", raising=False)
+    if request.param != "default" and device != "cuda":
+        pytest.skip("the kernel and CTA shape are the CUDA launcher's")
     if request.param == "narrow":
-        if device != "cuda":
-            pytest.skip("the CTA shape is the CUDA kernel's")
         monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "narrow")
-    else:
-        monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    elif request.param == "stream":
+        monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "stream")
     return request.param
 
 
@@ -53,10 +58,13 @@ def run(logits, c, blk=None, values=None, ids=None):
 
 
 def assert_selected(logits, c, values, ids):
-    """ids equal the reference's exactly, values are the logits at those ids bit for bit."""
+    """ids equal the reference's exactly, values are the logits at those ids bit for bit (read
+    through an integer view: torch's CPU gather of bf16 rewrites NaN payloads to 0xFFFF)."""
     ev, ei = ref.topc_select(logits.cpu(), c)
     assert torch.equal(ids.cpu(), ei)
-    assert bitwise_equal(values.cpu(), ev)
+    ints = {2: torch.int16, 4: torch.int32}[logits.element_size()]
+    assert torch.equal(values.cpu().view(ints), logits.cpu().view(ints).gather(-1, ei))
+    assert values.dtype == ev.dtype
 
 
 def random_logits(shape, dtype, device, seed):
@@ -318,14 +326,17 @@ def test_cuda_cluster_sizes(rows, V, cta):
     The launched kernel is the one topc_select_plan names."""
     logits = random_logits((rows, V), torch.bfloat16, "cuda", rows)
     blk = blk_with_sentinel(rows, 2, "cuda")
-    splits, threads, _, _ = torch.ops.xpress_ext.topc_select_plan(rows, V, 512, 0)
+    splits, threads, _, _, regs = torch.ops.xpress_ext.topc_select_plan(rows, V, 512, 0)
     assert splits >= -(-V // 262_144)
     (values, ids), names = cuda_kernels_run(lambda: run(logits, 512, blk=blk))
     assert_selected(logits, 512, values, ids)
     assert torch.equal(blk[:, 1].cpu(), logits.float().argmax(-1).cpu())
     if names is not None:
-        want = f"topc_select_kernel<__nv_bfloat16, true, {threads}, {'true' if splits > 1 else 'false'}>"
-        assert [n for n in names if "topc_select_kernel" in n] == [n for n in names if want in n] != [], (want, names)
+        if regs:
+            want = f"topc_select_regs_kernel<__nv_bfloat16, {splits}, {5 if splits == 8 else 10}>"
+        else:
+            want = f"topc_select_kernel<__nv_bfloat16, true, {threads}, {'true' if splits > 1 else 'false'}>"
+        assert [n for n in names if "topc_select" in n] == [n for n in names if want in n] != [], (want, names)
 
 
 @needs_cuda
@@ -335,31 +346,136 @@ def test_cuda_plan(monkeypatch):
     XPRESS_EXT_TOPC_CTA forces either and rejects other names.  Slices are whole chunks and the
     dynamic shared memory fits four narrow or two wide CTAs on an SM."""
     monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL", raising=False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     V = 151_936  # the canonical vocabulary also under the sanitizer (a plan allocates nothing)
     plan = lambda rows, c=512: torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)
     many = 2 * sms + 1
     assert plan(2 * sms)[1] == 512 and plan(many)[1] == 256
     assert plan(many, c=-(-V // 128))[1] == 256 and plan(many, c=-(-V // 128) + 1)[1] == 512
-    assert plan(1)[0] >= 2 and plan(1)[1] == 512  # one row: a cluster of wide CTAs
+    if "XPRESS_EXT_TOPC_SPLITS" not in os.environ and sms >= 64:
+        # Few rows (the draft step's N = 1): the register kernel, 4 CTAs a row, one row a
+        # cluster while rows * 4 <= SMs; c beyond its chunks (4 x 480 at this V), or more rows:
+        # the cluster kernel.
+        assert plan(1)[4] == 1 and plan(15)[4] == 1 and plan(15)[:2] == [4, 512], (plan(1), plan(15))
+        assert plan(sms // 4)[4] == 1 and plan(sms // 4 + 1)[4] == 0
+        assert plan(15, c=1920)[4] == 1 and plan(15, c=1921)[4] == 0
+        assert plan(15, c=1920)[3] == 512 * 10 * 8 * 4 and plan(15, c=1920)[2] == 151_936 // 4
+    monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "stream")
+    assert plan(1)[0] >= 2 and plan(1)[1] == 512 and plan(1)[4] == 0  # one row: a cluster of wide CTAs
     if "XPRESS_EXT_TOPC_SPLITS" not in os.environ and sms >= 64:
         # At most 4 CTAs a row, even where 8 would fit the SMs (the draft step's N = 1): beside
         # the hidden cache's GEMMs, 8 made the step slower (RESULTS.md, session 30).
         assert plan(1)[0] == 4 and plan(15)[0] == 4, (plan(1), plan(15))
     for rows, c in ((1, 512), (many, 512), (many, 4000)):
-        splits, threads, slice_, smem = plan(rows, c)
+        splits, threads, slice_, smem, _ = plan(rows, c)
         chunk = 128 if threads == 256 else 64
         assert slice_ % chunk == 0 and slice_ * splits >= V > slice_ * (splits - 1)
         assert smem * (4 if threads == 256 else 2) <= 228 * 1024 - 8 * 1024
-    monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "narrow")
-    assert plan(1)[1] == 256 and plan(many, c=4000)[1] == 256
+    monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL")
+    monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "narrow")  # a CTA shape: the cluster kernel
+    assert plan(1)[1] == 256 and plan(1)[4] == 0 and plan(many, c=4000)[1] == 256
     monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "wide")
-    assert plan(many)[1] == 512
-    monkeypatch.setenv("XPRESS_EXT_TOPC_CTA", "fastest")
-    with pytest.raises(ValueError, match="XPRESS_EXT_TOPC_CTA"):
-        plan(1)
-    with pytest.raises(ValueError, match="XPRESS_EXT_TOPC_CTA"):
-        run(torch.zeros(2, 100, device="cuda"), 3)
+    assert plan(many)[1] == 512 and plan(1)[4] == 0
+    monkeypatch.delenv("XPRESS_EXT_TOPC_CTA")
+    monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "regs")  # at any row count it can take
+    assert plan(many)[4] == 1 and plan(many, c=1921)[4] == 0
+    for knob, value in (("XPRESS_EXT_TOPC_CTA", "fastest"), ("XPRESS_EXT_TOPC_KERNEL", "registers")):
+        monkeypatch.setenv(knob, value)
+        with pytest.raises(ValueError, match=knob):
+            plan(1)
+        with pytest.raises(ValueError, match=knob):
+            run(torch.zeros(2, 104, device="cuda"), 3)
+        monkeypatch.delenv(knob)
+
+
+def register_kernel_rows(fill, dtype, rows, V, seed):
+    """Rows aimed at the register kernel (topc_select.cuh): each thread's elements are a chunk,
+    tau the c-th largest chunk max, the participants (>= tau) listed per warp, then the exact
+    selection over them."""
+    g = gen(seed)
+    x = torch.randn(rows, V, generator=g) * 3
+    if fill == "ties":  # a few distinct values: every step sees whole bins of equal keys
+        x = torch.randint(-2, 3, (rows, V), generator=g).float()
+    elif fill == "nan":  # NaNs of both signs and payloads (more than c = 512 of them: tau above +inf), -0 / +0
+        nans = raw_bits(NAN_BITS[dtype], dtype)
+        x = x.to(dtype)
+        where = torch.randperm(V, generator=g)[: V // 200]
+        x[:, where] = nans[torch.arange(len(where)) % len(nans)]
+        x[:, torch.randperm(V, generator=g)[:300]] = -0.0
+        x[:, torch.randperm(V, generator=g)[:300]] = 0.0
+        return x
+    elif fill == "neg_inf_half":  # masked ids: the first half -inf (windows that reach -inf's key)
+        x[:, : V // 2] = float("-inf")
+    elif fill == "ascending":  # the largest values all in the last CTA's slice, with ties
+        x = torch.arange(V).float().expand(rows, V) * 1e-3
+    elif fill == "constant":
+        x = torch.full((rows, V), 0.5)
+    elif fill == "top_in_one_slice":  # one CTA's slice holds all of the top c
+        x[:, V - V // 16 :] += 12.0
+    elif fill == "tiny":  # subnormals and zeros of both signs (fp16's and bf16's own subnormals)
+        x = torch.randint(-40, 41, (rows, V), generator=g).float() * (2.0**-133 if dtype == torch.bfloat16 else 2.0**-24)
+        x[:, ::7] = -0.0
+    return x.to(dtype)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("fill", ["normal", "ties", "nan", "neg_inf_half", "ascending", "constant", "top_in_one_slice",
+                                  "tiny"])
+def test_cuda_register_kernel(dtype, fill, monkeypatch):
+    """The register kernel on the draft step's N = 1 shape (the [1, B - 1, V] view of [1, B, V]
+    logits, read in place, with the fused argmax), on rows built to break its steps, at c = 1, 7,
+    512 and the row's chunk count (its largest c); the launch is the register kernel's."""
+    monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL", raising=False)
+    B, V = 16, V_FULL
+    full = register_kernel_rows(fill, dtype, B, V, 31).reshape(1, B, V).cuda()
+    slots = full[:, 1:, :]
+    most = max(c for c in range(1, 4097) if torch.ops.xpress_ext.topc_select_plan(B - 1, V, c, 0)[4] == 1)
+    for c in (1, 7, 512, most):
+        plan = torch.ops.xpress_ext.topc_select_plan(B - 1, V, c, 0)
+        assert plan[4] == 1, plan
+        blk = blk_with_sentinel(1, B, "cuda")
+        (values, ids), names = cuda_kernels_run(lambda: run(slots, c, blk=blk))
+        assert_selected(slots, c, values, ids)
+        assert torch.equal(blk[0, 1:].cpu(), rule_argmax(slots.reshape(-1, V))) and int(blk[0, 0]) == -7
+        if names is not None:
+            assert [n for n in names if "topc_select" in n] == [n for n in names if "topc_select_regs_kernel" in n] != []
+    # one more than the chunks: the cluster kernel, same rule
+    assert torch.ops.xpress_ext.topc_select_plan(B - 1, V, most + 1, 0)[4] == 0
+    values, ids = run(slots, most + 1)
+    assert_selected(slots, most + 1, values, ids)
+
+
+@needs_cuda
+def test_cuda_register_kernel_forced(monkeypatch):
+    """XPRESS_EXT_TOPC_KERNEL=regs at a row count beyond one cluster a row on the SMs at once
+    (the clusters then run in waves), strided output views, and a second vocabulary; a row
+    whose start is not 16-byte aligned, or a V that is not a multiple of 8, takes the cluster
+    kernel."""
+    monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
+    monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "regs")
+    for rows, V, c in ((60, V_FULL, 512), (7, 32_000, 300), (3, 8 * 9_000, 900)):
+        logits = random_logits((rows, V), torch.bfloat16, "cuda", V + rows)
+        logits[1, :1000] = 1.0  # heavy ties near the top on one row
+        assert torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)[4] == 1
+        out_v = torch.full((rows, c + 3), 9.0, dtype=torch.bfloat16, device="cuda")
+        out_i = torch.full((rows, c + 2), -1, dtype=torch.long, device="cuda")
+        blk = blk_with_sentinel(rows, 2, "cuda")
+        _, names = cuda_kernels_run(lambda: xpress_ext.topc_select(logits, c, out_v[:, :c], out_i[:, :c], blk))
+        assert_selected(logits, c, out_v[:, :c], out_i[:, :c])
+        assert (out_v[:, c:] == 9.0).all() and (out_i[:, c:] == -1).all()
+        assert torch.equal(blk[:, 1].cpu(), rule_argmax(logits))
+        if names is not None:
+            assert [n for n in names if "topc_select" in n] == [n for n in names if "topc_select_regs_kernel" in n] != []
+    shifted = random_logits((3 * V_FULL + 1,), torch.bfloat16, "cuda", 8)[1:].view(3, V_FULL)  # misaligned rows
+    odd = random_logits((3, 30_001), torch.float16, "cuda", 9)
+    for logits in (shifted, odd):
+        (values, ids), names = cuda_kernels_run(lambda: run(logits, 64))
+        assert_selected(logits, 64, values, ids)
+        if names is not None:
+            assert not any("topc_select_regs_kernel" in n for n in names), names
 
 
 @needs_cuda

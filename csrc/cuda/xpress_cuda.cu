@@ -761,21 +761,63 @@ int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   return splits;
 }
 
-// How one topc_select launch is laid out: CTAs per row and the CTA shape (topc_select.cuh).
+// How one topc_select launch is laid out: the kernel, CTAs per row and the CTA shape
+// (topc_select.cuh).
 struct TopcSelectPlan {
   int splits;
-  int threads;  // 512 (wide) or 256 (narrow)
-  int64_t slice;
+  int threads;  // 512 (wide, and the register kernel) or 256 (narrow)
+  int64_t slice;  // elements a CTA owns
   size_t smem;
+  bool regs;  // the register kernel (topc_select_regs_kernel), vecs 16-byte vectors a thread
+  int vecs;
 };
+
+// The register kernel's instances: CTAs per row and the vectors a thread holds, so that each
+// holds up to kSelRegsMaxV elements a row (the canonical 151,936 with room).
+constexpr int64_t kSelRegsMaxV = 163'840;
+constexpr int sel_regs_vecs(int splits) { return splits == 8 ? 5 : 10; }
+// CTAs a row the register kernel takes unless XPRESS_EXT_TOPC_SPLITS says 4 or 8.  H200, bf16,
+// bench.py's N = 1 (15 rows, `probe_topc_splits.py`): 9.3 us with 4, 8.3 with 8, against 13.1-13.6
+// for the cluster kernel; but in the top-C draft step, where it runs beside the hidden cache's
+// GEMMs, 64.0-64.1 us with 4 against 65.8-66.4 with 8 and 65.4-65.7 for the cluster kernel
+// (`probe_latent_step.py --steps-only --topc --n=1`, same drafts; RESULTS.md, session 62).
+constexpr int kSelRegsSplits = 4;
+
+// Whether a call takes the register kernel (topc_select.cuh): a 16-bit dtype, V a multiple of 8
+// up to kSelRegsMaxV, rows 16-byte aligned, c within the row's chunks, and the rows one per
+// cluster on the SMs at once (rows * CTAs a row <= SMs: one wave).  H200, bf16, V = 151,936,
+// C = 512, 15 rows, graph replay (benchmarks/topc_regs_probe.cu): 8.0-8.4 us with 8 CTAs a row,
+// 8.9-9.4 with 4, against 12.6 for the cluster kernel; at 60 rows (clusters in waves) 20.3 / 18.2
+// against 15.8, so not beyond one wave.  XPRESS_EXT_TOPC_KERNEL=stream never takes it,
+// =regs takes it wherever the first four conditions hold (at any row count); XPRESS_EXT_TOPC_CTA
+// (a shape of the other kernels) leaves it out too (read per call).
+bool topc_select_takes_regs(int64_t rows, int64_t V, int64_t c, bool half_aligned, int splits,
+                            const cudaDeviceProp* prop) {
+  const int forced = env_choice("XPRESS_EXT_TOPC_KERNEL", {"stream", "regs"}, -1);
+  if (forced == 0 || env_choice("XPRESS_EXT_TOPC_CTA", {"wide", "narrow"}, -1) >= 0) return false;
+  if (prop->major < 9 || !half_aligned || V % 8 != 0 || V > kSelRegsMaxV || (splits != 4 && splits != 8)) return false;
+  if (c > k::sel_regs_chunks(V, splits, sel_regs_vecs(splits))) return false;
+  return forced == 1 || rows * splits <= prop->multiProcessorCount;
+}
 
 // The narrow shape once the wide grid (two CTAs per SM) would take more than one wave, if c fits
 // its fast path (c <= the row's 128-element chunks).  H200, bf16, V = 151,936, C = 512, graph
 // replay: wide / narrow 36.4 / 43.0 µs at 240 rows, 58.9 / 48.3 at 300, 71.7 / 60.1 at 480,
 // 486.4 / 430.9 at 3840 (benchmarks/topc_select_phases.cu).  XPRESS_EXT_TOPC_CTA=wide|narrow
 // forces a shape (benchmarks and tests; read per call).
-TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, const cudaDeviceProp* prop) {
+TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, bool half_aligned, const cudaDeviceProp* prop) {
   TopcSelectPlan plan{};
+  static const int forced_splits = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
+  const int regs_splits = forced_splits != 0 ? forced_splits : kSelRegsSplits;
+  if (topc_select_takes_regs(rows, V, c, half_aligned, regs_splits, prop)) {
+    plan.regs = true;
+    plan.splits = regs_splits;
+    plan.vecs = sel_regs_vecs(regs_splits);
+    plan.threads = k::kSelRegThreads;
+    plan.slice = (V / 8 + regs_splits - 1) / regs_splits * 8;
+    plan.smem = k::sel_regs_smem(plan.vecs);
+    return plan;
+  }
   plan.splits = topc_select_splits(rows, V, prop);
   const int64_t slice = (V + plan.splits - 1) / plan.splits;
   const int64_t narrow_chunks = (V + k::SelNarrow::kChunk - 1) / k::SelNarrow::kChunk;
@@ -796,7 +838,8 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
   const int device = logits.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.N * d.Bm1;
-  const TopcSelectPlan plan = plan_topc_select(rows, d.V, d.c, prop);
+  const bool vec = rows_vectorizable(logits, {d.logits.sn, d.logits.sb});
+  const TopcSelectPlan plan = plan_topc_select(rows, d.V, d.c, sizeof(T) == 2 && vec, prop);
   k::TopcSelectArgs<T> a{};
   a.logits = cptr<T>(logits);
   a.l_sn = d.logits.sn;
@@ -817,7 +860,17 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
   a.vocab = d.V;
   a.c = d.c;
   a.slice = plan.slice;
-  const bool vec = rows_vectorizable(logits, {d.logits.sn, d.logits.sb});
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
+  if constexpr (sizeof(T) == 2) {
+    if (plan.regs) {  // one row per cluster: grid.y = rows (rows * splits <= SMs, or forced)
+      auto kernel = plan.splits == 8 ? k::topc_select_regs_kernel<T, 8, sel_regs_vecs(8)>
+                                     : k::topc_select_regs_kernel<T, 4, sel_regs_vecs(4)>;
+      allow_max_smem(kernel, device, plan.smem);
+      launch_kernel(kernel, dim3(plan.splits, static_cast<unsigned>(rows)), dim3(plan.threads), plan.smem, stream,
+                    plan.splits, a);
+      return;
+    }
+  }
   auto pick = [&](auto cluster) {  // the instance for clusters of CTAs, or for one CTA a row
     constexpr bool kC = decltype(cluster)::value;
     return plan.threads == 256 ? (vec ? k::topc_select_kernel<T, true, 256, kC> : k::topc_select_kernel<T, false, 256, kC>)
@@ -827,7 +880,7 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
   // The dynamic shared-memory limit of the largest slice's, once per (kernel, device).
   allow_max_smem(kernel, device, plan.threads == 256 ? k::SelNarrow::smem(k::kSelMaxSlice) : k::SelWide::smem(k::kSelMaxSlice));
   launch_kernel(kernel, dim3(plan.splits, static_cast<unsigned>(std::min<int64_t>(rows, 65535))),
-                dim3(plan.threads), plan.smem, at::cuda::getCurrentCUDAStream(device).stream(), plan.splits, a);
+                dim3(plan.threads), plan.smem, stream, plan.splits, a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1061,8 +1114,9 @@ std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_
   TORCH_CHECK_VALUE(rows >= 1 && V >= 1 && c >= 1 && c <= V, "topc_select_plan: need rows >= 1 and "
                     "1 <= c <= V; got rows=", rows, " V=", V, " c=", c);
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-  const TopcSelectPlan p = plan_topc_select(rows, V, c, at::cuda::getDeviceProperties(static_cast<int>(device)));
-  return std::vector<int64_t>{p.splits, p.threads, p.slice, static_cast<int64_t>(p.smem)};
+  // As for 16-bit logits with 16-byte aligned rows.
+  const TopcSelectPlan p = plan_topc_select(rows, V, c, true, at::cuda::getDeviceProperties(static_cast<int>(device)));
+  return std::vector<int64_t>{p.splits, p.threads, p.slice, static_cast<int64_t>(p.smem), p.regs ? 1 : 0};
 }
 
 void add_argmax_to_blk_cuda(const at::Tensor& base, const std::optional<at::Tensor>& bias, at::Tensor& blk) {

@@ -1,6 +1,9 @@
 // Exact top-c selection over the vocabulary (issue 6, "topc_select"): per row, the c elements
 // first in the stable descending order of argmax_key.h (NaN largest, -0 == +0, ties to the
-// lowest id), written in ascending id order, with the row's argmax optionally into blk.
+// lowest id), written in ascending id order, with the row's argmax optionally into blk.  Two
+// kernels: the cluster kernel below streams each row once; topc_select_regs_kernel (at the end
+// of this file) holds each row of a 16-bit dtype in registers, for as few rows as fit the SMs
+// in one wave of clusters (the launcher's choice: xpress_cuda.cu, topc_select_takes_regs).
 //
 // One row per cluster of `splits` CTAs (1..8), each CTA owning a contiguous slice of the row;
 // CTAs of 512 or 256 threads (SelShape below: chunks of 64 or 128 elements, each of 8
@@ -232,6 +235,51 @@ __device__ __forceinline__ SelFloor sel_floor(uint32_t tau) {
   return SelFloor{__uint_as_float((tau & 0x80000000u) ? (tau & 0x7FFFFFFFu) : ~tau), tau > 0xFF800000u};
 }
 
+// Keys counted into a shared histogram in runs of one digit: a tied row then costs a few
+// atomics a thread instead of one an element on a single address.
+struct SelRuns {
+  uint32_t digit = 0, run = 0;
+  __device__ __forceinline__ void add(uint32_t* h, uint32_t d) {
+    if (d != digit && run != 0) {
+      atomicAdd(&h[digit], run);
+      run = 0;
+    }
+    digit = d;
+    ++run;
+  }
+  __device__ __forceinline__ void flush(uint32_t* h) const {
+    if (run != 0) atomicAdd(&h[digit], run);
+  }
+};
+
+// One warp's walk of a 256-bin histogram from the top: lane l owns the 8 bins from
+// sel_lane_first(l) up, cnt[k] = bin sel_lane_first(l) + 7 - k; returns the items in the bins
+// above this lane's (a warp scan of the lanes' sums).
+__device__ __forceinline__ int sel_lane_first(int lane) { return kSelBins - 8 * (lane + 1); }
+__device__ __forceinline__ uint32_t sel_lane_bins(const uint32_t* total_h, int lane, uint32_t (&cnt)[8]) {
+  const int first = sel_lane_first(lane);
+  const uint4 lo4 = *reinterpret_cast<const uint4*>(total_h + first);
+  const uint4 hi4 = *reinterpret_cast<const uint4*>(total_h + first + 4);
+  cnt[0] = hi4.w;
+  cnt[1] = hi4.z;
+  cnt[2] = hi4.y;
+  cnt[3] = hi4.x;
+  cnt[4] = lo4.w;
+  cnt[5] = lo4.z;
+  cnt[6] = lo4.y;
+  cnt[7] = lo4.x;
+  uint32_t sum = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) sum += cnt[k];
+  uint32_t incl = sum;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
+    if (lane >= off) incl += o;
+  }
+  return incl - sum;
+}
+
 // Phase timestamps for benchmarks/topc_select_phases.cu: a build that defines
 // XPRESS_SEL_PROBE (as the name of a device array) records clock64() at each phase of a CTA's
 // first row.  A probe build with XPRESS_SEL_FAKE_L2 copies the listed sub-chunks from row 0's
@@ -351,22 +399,12 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       uint32_t* const h = hist[pass & 1];
       if (tid < kSelBins) h[tid] = 0;
       __syncthreads();
-      // Matching keys are counted in runs of one digit (a tied row is then a few atomics per
-      // thread instead of one per element on a single address).
-      uint32_t run_digit = 0, run = 0;
+      SelRuns runs;  // matching keys, counted in runs of one digit
       visit(cur.lo, [&](uint32_t key) {
         const uint32_t kp = key >> kLastShift;
-        if (kp >= cur.lo && kp <= cur.hi) {
-          const uint32_t digit = (kp - cur.lo) >> shift;
-          if (digit != run_digit && run != 0) {
-            atomicAdd(&h[run_digit], run);
-            run = 0;
-          }
-          run_digit = digit;
-          ++run;
-        }
+        if (kp >= cur.lo && kp <= cur.hi) runs.add(h, (kp - cur.lo) >> shift);
       });
-      if (run != 0) atomicAdd(&h[run_digit], run);
+      runs.flush(h);
       cluster_sync();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       if (kCluster && check_fits) {  // lane r reads rank r
@@ -399,21 +437,9 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
         __syncthreads();
       }
       if (warp == 0) {  // the bin holding the need-th largest: lane l owns 8 bins from the top
-        const int first = kSelBins - 8 * (lane + 1);
-        const uint4 lo4 = *reinterpret_cast<const uint4*>(total_h + first);
-        const uint4 hi4 = *reinterpret_cast<const uint4*>(total_h + first + 4);
-        // cnt[k]: bin first + 7 - k
-        const uint32_t cnt[8] = {hi4.w, hi4.z, hi4.y, hi4.x, lo4.w, lo4.z, lo4.y, lo4.x};
-        uint32_t sum = 0;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) sum += cnt[k];
-        uint32_t incl = sum;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-          const uint32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
-          if (lane >= off) incl += o;
-        }
-        uint32_t above = incl - sum;  // items in the bins above this lane's
+        const int first = sel_lane_first(lane);
+        uint32_t cnt[8];  // cnt[k]: bin first + 7 - k
+        uint32_t above = sel_lane_bins(total_h, lane, cnt);  // items in the bins above this lane's
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
           if (above < cur.need && cur.need <= above + cnt[k]) {
@@ -865,6 +891,399 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The register kernel (session 62): few rows of a 16-bit dtype, each row's slice held in
+// registers.  One row per cluster of kSplits CTAs of 512 threads; the thread (warp w, lane l) of
+// rank r loads the row's 16-byte vectors r * sv + w * 32 * kVecs + i * 32 + l (i < kVecs; sv =
+// the vectors a rank owns) once, and keeps them: V a multiple of 8, rows 16-byte aligned, V <=
+// kSplits * 512 * kVecs * 8.  Keys are the values' own 16-bit order (sel_key16).  A thread's
+// elements form one chunk; c must not exceed the threads that hold elements (sel_regs_chunks).
+//   1. Each thread's largest key (a max.NaN tree over its words, one key); the CTA's least and
+//      largest of these, exchanged over one cluster barrier (the window of chunk maxima).
+//   2. tau = the c-th largest chunk max (radix_select's passes, 256 bins, stopping at bins of
+//      at most 4 keys): at least c elements reach it.
+//   3. The elements >= tau (one bf16x2 / f16x2 comparison a word) compacted by each warp into its
+//      own segment of shared memory in id order (per slot an 8-bit mask, one warp scan of the
+//      slots' counts in 9-bit fields): raw bits | index in the slice << 16; the warp's lanes
+//      take its items in blocks, so lane order is id order.
+//   4. The exact top c among them (radix select from tau to the row's largest key); positions:
+//      a CTA scan of (above | in the bin) counts, plus the ranks before this one from the
+//      selection's histograms (as the cluster kernel); writes from shared memory.
+// Every input takes these steps: the list holds the whole slice, so ties and NaN rows only take
+// more radix passes, never a fallback.  H200, bf16, V = 151,936, C = 512, 15 rows, with the fused
+// argmax (benchmarks/topc_regs_probe.cu, graph replay of 20 launches): 8.0-8.4 us with 8 CTAs a
+// row (5 vectors a thread) and 8.9-9.4 with 4 (10 vectors), against 12.6 for the cluster kernel
+// above with 4 CTAs a row; keeping the participants in registers instead of a list (per-thread
+// bit walks in every step) took 11.8 / 16.1 us.  The launcher takes 4 (xpress_cuda.cu).
+constexpr int kSelRegThreads = 512;
+
+// The 16-bit order key of one 16-bit float (the low half of b): sign-folded, every NaN 0xFFFF,
+// -0 as +0 (0x8000).  Real values' keys are >= 0x007F (bf16) / 0x03FF (fp16).
+template <typename T>
+__device__ __forceinline__ uint32_t sel_key16(uint32_t b) {
+  constexpr uint32_t kInf = std::is_same_v<T, __nv_bfloat16> ? 0x7F80u : 0x7C00u;
+  const uint32_t mag = b & 0x7FFFu;
+  if (mag > kInf) return 0xFFFFu;
+  if (mag == 0) return 0x8000u;
+  return (b & 0x8000u) ? (~b & 0xFFFFu) : ((b & 0xFFFFu) | 0x8000u);
+}
+// The 16-bit float whose key is k (for k below -inf's key: a NaN pattern): sel_key16's inverse.
+__device__ __forceinline__ uint32_t sel_unkey16(uint32_t k) { return (k & 0x8000u) ? (k ^ 0x8000u) : (~k & 0xFFFFu); }
+// Per half of a: !(a < b) as a float comparison (a NaN reaches anything; a NaN b: everything
+// reaches it), 0xFFFF or 0.  With b = the float of key tau: key(a) >= tau.
+template <typename T>
+__device__ __forceinline__ uint32_t sel_reaches2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("set.geu.u32.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  } else {
+    asm("set.geu.u32.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  }
+  return d;
+}
+// Per half: a NaN, 0xFFFF or 0 (the elements that reach a tau above +inf's key).
+template <typename T>
+__device__ __forceinline__ uint32_t sel_isnan2(uint32_t a) {
+  uint32_t d;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("set.nan.u32.bf16x2 %0, %1, %1;" : "=r"(d) : "r"(a));
+  } else {
+    asm("set.nan.u32.f16x2 %0, %1, %1;" : "=r"(d) : "r"(a));
+  }
+  return d;
+}
+
+// The chunks (threads holding elements) of a row of V elements (V % 8 == 0) under kSplits x kVecs.
+__host__ __device__ constexpr int64_t sel_regs_chunks(int64_t V, int splits, int vecs) {
+  const int64_t nv = V / 8, sv = (nv + splits - 1) / splits;
+  int64_t chunks = 0;
+  for (int r = 0; r < splits; ++r) {
+    const int64_t nsv = (r + 1) * sv < nv ? sv : (nv > r * sv ? nv - r * sv : 0);
+    for (int w = 0; w < kSelRegThreads / 32; ++w) {
+      const int64_t left = nsv - static_cast<int64_t>(w) * 32 * vecs;
+      chunks += left <= 0 ? 0 : (left < 32 ? left : 32);
+    }
+  }
+  return chunks;
+}
+// Dynamic shared memory: the participant list (a 4-byte entry for every element of the slice).
+__host__ __device__ constexpr size_t sel_regs_smem(int vecs) {
+  return static_cast<size_t>(kSelRegThreads) * vecs * 8 * sizeof(uint32_t);
+}
+
+struct SelRegTh {
+  uint32_t lo, hi, need;
+};
+
+// Phase marks for benchmarks/topc_regs_probe.cu (XPRESS_SEL_REGS_PROBE names a device array).
+#ifdef XPRESS_SEL_REGS_PROBE
+#define XPRESS_SEL_REGS_MARK(k)                                                                        \
+  do {                                                                                                 \
+    if (threadIdx.x == 0) XPRESS_SEL_REGS_PROBE[(blockIdx.y * gridDim.x + blockIdx.x) * 16 + (k)] = clock64(); \
+  } while (0)
+#else
+#define XPRESS_SEL_REGS_MARK(k) \
+  do {                          \
+  } while (0)
+#endif
+
+template <typename T, int kSplits, int kVecs>
+__global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(const __grid_constant__ TopcSelectArgs<T> p) {
+  grid_dependency_sync();  // before any global access (common.cuh)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kThreads = kSelRegThreads;
+  XPRESS_SEL_REGS_MARK(0);
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  __shared__ __align__(16) uint32_t hist[2][kSelBins];
+  __shared__ __align__(16) uint32_t hist_sum[kSelBins];
+  __shared__ uint32_t cta_lo, cta_hi, win[2];
+  __shared__ unsigned long long cta_best, lower_total;
+  constexpr int kWarps = kThreads / 32;
+  __shared__ uint32_t warp_tot2[kWarps];
+  extern __shared__ __align__(16) uint32_t list[];  // kThreads * kVecs * 8 entries
+  const int rank = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t row = blockIdx.y;
+  const int64_t n = row / p.bm1, b = row % p.bm1;
+  const T* x = p.logits + n * p.l_sn + b * p.l_sb;
+  const int64_t nv = p.vocab / 8;
+  const int64_t sv = (nv + kSplits - 1) / kSplits;
+  const int64_t v0 = rank * sv;
+  // Slot i of this thread: the slice's vector lb + 32 i (valid below nsv); slice offsets in 32 bits.
+  const int nsv = static_cast<int>((v0 + sv < nv ? v0 + sv : nv) - v0);
+  const int lb = warp * 32 * kVecs + lane;
+  const T* const xs = x + v0 * 8;
+  const uint32_t id0 = static_cast<uint32_t>(v0 * 8);  // the slice's first id
+  int4 raw[kVecs];
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    raw[i] = make_int4(0, 0, 0, 0);
+    if (lb + 32 * i < nsv) raw[i] = ld_stream16(xs + (lb + 32 * i) * 8);
+  }
+  if (tid < kSelBins) {
+    hist[0][tid] = 0;
+    hist[1][tid] = 0;
+  }
+  if (tid == 0) {
+    cta_lo = 0xFFFFu;
+    cta_hi = 0;
+    cta_best = 0;
+    lower_total = 0;
+  }
+  __syncthreads();
+  auto word = [&](int i, int q) -> uint32_t {
+    return static_cast<uint32_t>(q == 0 ? raw[i].x : q == 1 ? raw[i].y : q == 2 ? raw[i].z : raw[i].w);
+  };
+  // This thread's chunk max: a NaN-propagating max tree over its words, then one key a half.
+  uint32_t tm = 0;  // 0: no elements
+  if (lb < nsv) {
+    uint32_t mw = static_cast<uint32_t>(raw[0].x);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (lb + 32 * i < nsv) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) mw = max_nan2(mw, word(i, q), static_cast<T*>(nullptr));
+      }
+    }
+    tm = max(sel_key16<T>(mw & 0xFFFFu), sel_key16<T>(mw >> 16));
+  }
+  XPRESS_SEL_REGS_MARK(1);
+  {
+    const uint32_t wlo = __reduce_min_sync(0xFFFFFFFFu, tm != 0 ? tm : 0xFFFFu);
+    const uint32_t whi = __reduce_max_sync(0xFFFFFFFFu, tm);
+    if (lane == 0) {
+      atomicMin(&cta_lo, wlo);
+      atomicMax(&cta_hi, whi);
+    }
+  }
+  cluster.sync();  // 1: the window's ends
+  XPRESS_SEL_REGS_MARK(2);
+  // Warp 0 reads the ranks' ends (lane r: rank r) for the CTA.
+  if (warp == 0) {
+    const uint32_t l = __reduce_min_sync(0xFFFFFFFFu, lane < kSplits ? *cluster.map_shared_rank(&cta_lo, lane) : 0xFFFFu);
+    const uint32_t h = __reduce_max_sync(0xFFFFFFFFu, lane < kSplits ? *cluster.map_shared_rank(&cta_hi, lane) : 0u);
+    if (lane == 0) {
+      win[0] = l;
+      win[1] = h;
+    }
+  }
+  __syncthreads();
+  const uint32_t lo = win[0], hi = win[1];
+  // Radix select of the need-th largest of the items offered (cluster-wide); every warp finds the
+  // bin from the summed histogram.  Threads < 256 return their share of the lower ranks' items above
+  // the final bin (lower_gt) and in it (lower_eq).
+  XPRESS_SEL_REGS_MARK(3);
+  int pass = 0;
+  uint32_t lower_gt = 0, lower_eq = 0;
+  auto select = [&](uint32_t need, uint32_t wlo, uint32_t whi, int stop_shift, auto&& offer) -> SelRegTh {
+    lower_gt = 0;
+    lower_eq = 0;
+    for (;;) {
+      const uint32_t span = whi - wlo;
+      const int bits = 32 - __clz(span);
+      const int shift = bits > 8 ? bits - 8 : 0;
+      uint32_t* const h = hist[pass & 1];
+      SelRuns runs;
+      offer(wlo, whi, [&](uint32_t kp) { runs.add(h, (kp - wlo) >> shift); });
+      runs.flush(h);
+      cluster.sync();
+      uint32_t lower_bin = 0;
+      if (tid < kSelBins) {
+        hist[(pass + 1) & 1][tid] = 0;  // its readers (the last pass) passed this barrier
+        uint32_t part[kSplits];
+#pragma unroll
+        for (int r = 0; r < kSplits; ++r) part[r] = cluster.map_shared_rank(h, r)[tid];
+        uint32_t v = 0;
+#pragma unroll
+        for (int r = 0; r < kSplits; ++r) {
+          v += part[r];
+          lower_bin += r < rank ? part[r] : 0u;
+        }
+        hist_sum[tid] = v;
+      }
+      __syncthreads();
+      uint32_t cnt[8];  // cnt[k]: bin sel_lane_first(lane) + 7 - k
+      uint32_t above = sel_lane_bins(hist_sum, lane, cnt);
+      int fk = -1;
+      uint32_t fneed = 0, fcnt = 0;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (above < need && need <= above + cnt[k]) {
+          fk = k;
+          fneed = need - above;
+          fcnt = cnt[k];
+        }
+        above += cnt[k];
+      }
+      const unsigned who = __ballot_sync(0xFFFFFFFFu, fk >= 0);
+      const int src = __ffs(who) - 1;  // the host guarantees enough items
+      const int bin = sel_lane_first(src) + 7 - __shfl_sync(0xFFFFFFFFu, fk, src);
+      need = __shfl_sync(0xFFFFFFFFu, fneed, src);
+      const uint32_t bcnt = __shfl_sync(0xFFFFFFFFu, fcnt, src);
+      const uint32_t nlo = wlo + (static_cast<uint32_t>(bin) << shift);
+      const uint32_t width = (1u << shift) - 1u;
+      whi = whi - nlo > width ? nlo + width : whi;
+      wlo = nlo;
+      if (tid > bin) lower_gt += lower_bin;  // (tid < 256 where lower_bin != 0)
+      lower_eq = tid == bin ? lower_bin : 0u;
+      ++pass;
+      if (bcnt == need || shift <= stop_shift) return SelRegTh{wlo, whi, need};
+    }
+  };
+  const SelRegTh tau = select(static_cast<uint32_t>(p.c), lo, hi, 2, [&](uint32_t a, uint32_t z, auto&& f) {
+    if (tm >= a && tm <= z) f(tm);
+  });
+  XPRESS_SEL_REGS_MARK(4);
+  // The participants (key >= tau) compacted into shared memory in id order: raw bits | the
+  // element's index in the slice << 16.  Per slot an 8-bit mask; warp scans (slot-major, then
+  // lane: the id order of the warp's elements); warp totals.
+  constexpr uint32_t kInfKey = std::is_same_v<T, __nv_bfloat16> ? 0xFF80u : 0xFC00u;
+  const bool only_nan = tau.lo > kInfKey;
+  // The float t with key tau (below -inf's key: a NaN, which every element reaches), twice.
+  const uint32_t t2 = sel_unkey16(tau.lo) * 0x10001u;
+  uint32_t mask[kVecs];
+  // Slot counts (<= 8 each, <= 256 over a warp) in 9-bit fields, seven to a 64-bit word, one
+  // warp scan a word.
+  constexpr int kFields = 7, kWords = (kVecs + kFields - 1) / kFields;
+  uint64_t pk[kWords];
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) pk[w] = 0;
+  const bool reach = tm >= tau.lo;  // some element of this thread reaches tau
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    // Each compare gives 0xFFFF or 0 a half, so any bit of a half is the result: bits 2q and 2q + 16
+    // of x are elements 2q and 2q + 1, folded into an 8-bit mask.
+    uint32_t r[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) r[q] = only_nan ? sel_isnan2<T>(word(i, q)) : sel_reaches2<T>(word(i, q), t2);
+    const uint32_t x = (r[0] & 0x00010001u) | (r[1] & 0x00040004u) | (r[2] & 0x00100010u) | (r[3] & 0x00400040u);
+    const uint32_t m = reach && lb + 32 * i < nsv ? (x | x >> 15) & 0xFFu : 0u;
+    mask[i] = m;
+    pk[i / kFields] += static_cast<uint64_t>(__popc(m)) << (9 * (i % kFields));
+  }
+  uint64_t excl_pk[kWords], tot_pk[kWords];
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    uint64_t incl = pk[w];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint64_t t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+      if (lane >= o) incl += t;
+    }
+    excl_pk[w] = incl - pk[w];
+    tot_pk[w] = __shfl_sync(0xFFFFFFFFu, incl, 31);
+  }
+  uint32_t off[kVecs];
+  uint32_t run = 0;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    off[i] = run + (static_cast<uint32_t>(excl_pk[i / kFields] >> (9 * (i % kFields))) & 511u);
+    run += static_cast<uint32_t>(tot_pk[i / kFields] >> (9 * (i % kFields))) & 511u;
+  }
+  // Each warp compacts into its own segment of the list (no CTA-wide scan or barrier); the
+  // warp's lanes then take its items in blocks (lane order = id order).
+  uint32_t* const seg = list + warp * 32 * kVecs * 8;
+#pragma unroll
+  for (int i = 0; i < kVecs; ++i) {
+    uint32_t pos = off[i];
+    const uint32_t local = static_cast<uint32_t>((lb + 32 * i) * 8);
+    for (uint32_t m = mask[i]; m != 0; m &= m - 1) {
+      const int j = __ffs(m) - 1;
+      const uint32_t w = word(i, j >> 1);
+      seg[pos++] = ((j & 1) ? (w >> 16) : (w & 0xFFFFu)) | (local + j) << 16;
+    }
+  }
+  __syncwarp();
+  XPRESS_SEL_REGS_MARK(5);
+  const uint32_t ppt = (run + 31) / 32;
+  const uint32_t p0 = min(lane * ppt, run), p1 = min(p0 + ppt, run);
+  auto item_key = [&](uint32_t e) { return sel_key16<T>(e); };
+  if (p.blk != nullptr) {  // this CTA's argmax candidate (the row's largest key is >= tau)
+    unsigned long long best = 0;
+    for (uint32_t k = p0; k < p1; ++k) {
+      const uint32_t e = seg[k];
+      const unsigned long long pk = xpress::argmax_pack(item_key(e), id0 + (e >> 16));
+      best = pk > best ? pk : best;
+    }
+    const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32));
+    const uint32_t low = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32) == top ? static_cast<uint32_t>(best) : 0u);
+    if (lane == 0 && top != 0) atomicMax(&cta_best, (static_cast<unsigned long long>(top) << 32) | low);
+  }
+  const SelRegTh sel = select(static_cast<uint32_t>(p.c), tau.lo, hi, 0, [&](uint32_t a, uint32_t z, auto&& f) {
+    for (uint32_t k = p0; k < p1; ++k) {
+      const uint32_t kp = item_key(seg[k]);
+      if (kp >= a && kp <= z) f(kp);
+    }
+  });
+  XPRESS_SEL_REGS_MARK(6);
+  // Positions: (gt | eq << 16) per thread, scanned over the CTA in thread order.
+  uint32_t cnt = 0;
+  for (uint32_t k = p0; k < p1; ++k) {
+    const uint32_t kp = item_key(seg[k]);
+    cnt += kp > sel.hi ? 1u : (kp >= sel.lo ? 0x10000u : 0u);
+  }
+  uint32_t incl = cnt;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+    if (lane >= o) incl += t;
+  }
+  if (lane == 31) warp_tot2[warp] = incl;
+  {
+    const uint32_t g = __reduce_add_sync(0xFFFFFFFFu, lower_gt);
+    const uint32_t e = __reduce_add_sync(0xFFFFFFFFu, lower_eq);
+    if (lane == 0 && (g | e) != 0) atomicAdd(&lower_total, static_cast<unsigned long long>(g) | static_cast<unsigned long long>(e) << 32);
+  }
+  __syncthreads();
+  const uint32_t before = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? warp_tot2[lane] : 0u) + incl - cnt;
+  const unsigned long long lt = lower_total;
+  if (p.blk != nullptr && rank == 0 && tid == 0) {
+    unsigned long long v = cta_best;
+#pragma unroll
+    for (int r = 1; r < kSplits; ++r) {
+      const unsigned long long o = *cluster.map_shared_rank(&cta_best, r);
+      v = o > v ? o : v;
+    }
+    p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = xpress::argmax_unpack_index(v);
+  }
+  XPRESS_SEL_REGS_MARK(7);
+  cluster_arrive_relaxed();  // this CTA's reads of its peers are done (their values used above)
+  {
+    T* vout = p.values + n * p.v_sn + b * p.v_sb;
+    int64_t* iout = p.ids + n * p.i_sn + b * p.i_sb;
+    const uint32_t need = sel.need;
+    uint32_t gt = static_cast<uint32_t>(lt) + (before & 0xFFFFu);
+    uint32_t eq = static_cast<uint32_t>(lt >> 32) + (before >> 16);
+    for (uint32_t k = p0; k < p1; ++k) {
+      const uint32_t e = seg[k];
+      const uint32_t kp = item_key(e);
+      int64_t pos = -1;
+      if (kp > sel.hi) {
+        pos = gt + (eq < need ? eq : need);
+        ++gt;
+      } else if (kp >= sel.lo) {
+        if (eq < need) pos = gt + eq;
+        ++eq;
+      }
+      if (pos >= 0) {
+        const uint16_t bits = static_cast<uint16_t>(e & 0xFFFFu);
+        T v;
+        memcpy(&v, &bits, 2);
+        vout[pos] = v;
+        iout[pos] = id0 + (e >> 16);
+      }
+    }
+  }
+  XPRESS_SEL_REGS_MARK(8);
+  cluster_wait();  // the peers' reads of this CTA are done
+  XPRESS_SEL_REGS_MARK(9);
+#else
+  __trap();  // launched only on sm_90+ (checked on the host)
+#endif
+}
+
+#undef XPRESS_SEL_REGS_MARK
 #undef XPRESS_SEL_MARK
 
 }  // namespace kernels
