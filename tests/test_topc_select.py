@@ -379,7 +379,7 @@ def test_cuda_plan(monkeypatch):
     assert plan(many)[1] == 512 and plan(1)[4] == 0
     monkeypatch.delenv("XPRESS_EXT_TOPC_CTA")
     monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "regs")  # at any row count it can take
-    assert plan(many)[4] == 1 and plan(many, c=1921)[4] == 0
+    assert plan(many)[4] == 1 and plan(many, c=1921)[4] == 0 and plan(65_535)[4] == 1 and plan(65_536)[4] == 0
     for knob, value in (("XPRESS_EXT_TOPC_CTA", "fastest"), ("XPRESS_EXT_TOPC_KERNEL", "registers")):
         monkeypatch.setenv(knob, value)
         with pytest.raises(ValueError, match=knob):

@@ -789,15 +789,16 @@ constexpr int kSelRegsSplits = 4;
 // C = 512, 15 rows, graph replay (benchmarks/topc_regs_probe.cu): 8.0-8.4 us with 8 CTAs a row,
 // 8.9-9.4 with 4, against 12.6 for the cluster kernel; at 60 rows (clusters in waves) 20.3 / 18.2
 // against 15.8, so not beyond one wave.  XPRESS_EXT_TOPC_KERNEL=stream never takes it,
-// =regs takes it wherever the first four conditions hold (at any row count); XPRESS_EXT_TOPC_CTA
-// (a shape of the other kernels) leaves it out too (read per call).
+// =regs takes it wherever the first four conditions hold (at any row count up to 65,535: a row
+// is a grid row, without the cluster kernel's loop over rows); XPRESS_EXT_TOPC_CTA (a shape of
+// the other kernels) leaves it out too (read per call).
 bool topc_select_takes_regs(int64_t rows, int64_t V, int64_t c, bool half_aligned, int splits,
                             const cudaDeviceProp* prop) {
   const int forced = env_choice("XPRESS_EXT_TOPC_KERNEL", {"stream", "regs"}, -1);
   if (forced == 0 || env_choice("XPRESS_EXT_TOPC_CTA", {"wide", "narrow"}, -1) >= 0) return false;
   if (prop->major < 9 || !half_aligned || V % 8 != 0 || V > kSelRegsMaxV || (splits != 4 && splits != 8)) return false;
   if (c > k::sel_regs_chunks(V, splits, sel_regs_vecs(splits))) return false;
-  return forced == 1 || rows * splits <= prop->multiProcessorCount;
+  return (forced == 1 && rows <= 65'535) || rows * splits <= prop->multiProcessorCount;
 }
 
 // The narrow shape once the wide grid (two CTAs per SM) would take more than one wave, if c fits
