@@ -319,20 +319,9 @@ __global__ void __launch_bounds__(kThreads, kBlocks) topc_ws_kernel(const __grid
       });
       bar_sync(kBarCons, kCons);
       if (cw == 0) {
-        const int first = k::kSelBins - 8 * (lane + 1);
-        const uint4 lo4 = *reinterpret_cast<const uint4*>(h + first);
-        const uint4 hi4 = *reinterpret_cast<const uint4*>(h + first + 4);
-        const uint32_t cnt[8] = {hi4.w, hi4.z, hi4.y, hi4.x, lo4.w, lo4.z, lo4.y, lo4.x};
-        uint32_t sum = 0;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) sum += cnt[q];
-        uint32_t incl = sum;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-          const uint32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
-          if (lane >= off) incl += o;
-        }
-        uint32_t above = incl - sum;
+        const int first = k::sel_lane_first(lane);
+        uint32_t cnt[8];  // cnt[q]: bin first + 7 - q
+        uint32_t above = k::sel_lane_bins(h, lane, cnt);
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
           if (above < cur.need && cur.need <= above + cnt[q]) {
