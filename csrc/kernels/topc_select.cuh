@@ -252,6 +252,17 @@ struct SelRuns {
   }
 };
 
+// A warp's inclusive scan of v over its lanes (W: a 32- or 64-bit unsigned word).
+template <typename W>
+__device__ __forceinline__ W sel_warp_scan(W v, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const W o = __shfl_up_sync(0xFFFFFFFFu, v, off);
+    if (lane >= off) v += o;
+  }
+  return v;
+}
+
 // One warp's walk of a 256-bin histogram from the top: lane l owns the 8 bins from
 // sel_lane_first(l) up, cnt[k] = bin sel_lane_first(l) + 7 - k; returns the items in the bins
 // above this lane's (a warp scan of the lanes' sums).
@@ -271,13 +282,7 @@ __device__ __forceinline__ uint32_t sel_lane_bins(const uint32_t* total_h, int l
   uint32_t sum = 0;
 #pragma unroll
   for (int k = 0; k < 8; ++k) sum += cnt[k];
-  uint32_t incl = sum;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const uint32_t o = __shfl_up_sync(0xFFFFFFFFu, incl, off);
-    if (lane >= off) incl += o;
-  }
-  return incl - sum;
+  return sel_warp_scan(sum, lane) - sum;
 }
 
 // Phase timestamps for benchmarks/topc_select_phases.cu: a build that defines
@@ -1165,12 +1170,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   uint64_t excl_pk[kWords], tot_pk[kWords];
 #pragma unroll
   for (int w = 0; w < kWords; ++w) {
-    uint64_t incl = pk[w];
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint64_t t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-      if (lane >= o) incl += t;
-    }
+    const uint64_t incl = sel_warp_scan(pk[w], lane);
     excl_pk[w] = incl - pk[w];
     tot_pk[w] = __shfl_sync(0xFFFFFFFFu, incl, 31);
   }
@@ -1223,12 +1223,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
     const uint32_t kp = item_key(seg[k]);
     cnt += kp > sel.hi ? 1u : (kp >= sel.lo ? 0x10000u : 0u);
   }
-  uint32_t incl = cnt;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t t = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-    if (lane >= o) incl += t;
-  }
+  const uint32_t incl = sel_warp_scan(cnt, lane);
   if (lane == 31) warp_tot2[warp] = incl;
   {
     const uint32_t g = __reduce_add_sync(0xFFFFFFFFu, lower_gt);
