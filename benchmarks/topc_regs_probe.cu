@@ -17,6 +17,13 @@
 // comparisons against tau 9.3 / 10.2; the list's slot counts scanned in 9-bit fields 8.4 / 9.5;
 // the participants kept in registers instead of a list 11.8 / 16.1; branch-free masks 8.0 / 8.9
 // (256 threads of 10 vectors with 8 CTAs: 8.2); lists per warp (the kernel's) 8.0 / 9.0.
+// Session 63 (same harness, same calls as the session-62 build's 8.0 / 9.0): one set.gtu against
+// the float below tau instead of set.geu and set.nan both, a slot's first participant stored
+// without a loop, and the argmax found in the selection's first pass (the lowest id with the
+// row's largest key) 7.5 / 8.2-8.3 (the kernel's); tau from every CTA's copy of all the chunk
+// maxima (pushed before the first barrier) 7.75 / 8.2; one 2048-bin pass for the selection
+// 10.9 / 9.35; the window's ends pushed into the peers 8.5 (4 CTAs); the histograms added into
+// the peers' sums before each barrier 8.5 (4) -- slower, each a barrier that waits for them.
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -I benchmarks \
 //        -gencode=arch=compute_90a,code=sm_90a benchmarks/topc_regs_probe.cu -o /tmp/regs && /tmp/regs [ROWS]

@@ -423,27 +423,33 @@ def register_kernel_rows(fill, dtype, rows, V, seed):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("fill", ["normal", "ties", "nan", "neg_inf_half", "ascending", "constant", "top_in_one_slice",
                                   "tiny"])
-def test_cuda_register_kernel(dtype, fill, monkeypatch):
-    """The register kernel on the draft step's N = 1 shape (the [1, B - 1, V] view of [1, B, V]
-    logits, read in place, with the fused argmax), on rows built to break its steps, at c = 1, 7,
-    512 and the row's chunk count (its largest c); the launch is the register kernel's."""
+@pytest.mark.parametrize("N", [1, 2], ids=["N1", "N2"])
+def test_cuda_register_kernel(dtype, fill, N, monkeypatch):
+    """The register kernel (4 CTAs a row) on the draft step's N = 1 and N = 2 shapes (the
+    [N, B - 1, V] view of [N, B, V] logits, read in place, with the fused argmax), on rows built
+    to break its steps, at c = 1, 7, 512 and the row's chunk count (its largest c); the launch is
+    the register kernel's.  (Its 8-CTA instance: test_knobs, and benchmarks/topc_regs_probe.cu
+    on the same fills.)"""
     monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
     monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL", raising=False)
     B, V = 16, V_FULL
-    full = register_kernel_rows(fill, dtype, B, V, 31).reshape(1, B, V).cuda()
+    rows, sms = N * (B - 1), torch.cuda.get_device_properties(0).multi_processor_count
+    if os.environ.get("XPRESS_EXT_TOPC_SPLITS") or rows * 4 > sms:
+        pytest.skip(f"{rows} rows: not one wave of 4-CTA clusters on {sms} SMs, or the splits forced")
+    full = register_kernel_rows(fill, dtype, N * B, V, 31 + N).reshape(N, B, V).cuda()
     slots = full[:, 1:, :]
-    most = max(c for c in range(1, 4097) if torch.ops.xpress_ext.topc_select_plan(B - 1, V, c, 0)[4] == 1)
+    most = max(c for c in range(1, 4097) if torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)[4] == 1)
     for c in (1, 7, 512, most):
-        plan = torch.ops.xpress_ext.topc_select_plan(B - 1, V, c, 0)
-        assert plan[4] == 1, plan
-        blk = blk_with_sentinel(1, B, "cuda")
+        plan = torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)
+        assert plan[4] == 1 and plan[0] == 4, plan
+        blk = blk_with_sentinel(N, B, "cuda")
         (values, ids), names = cuda_kernels_run(lambda: run(slots, c, blk=blk))
         assert_selected(slots, c, values, ids)
-        assert torch.equal(blk[0, 1:].cpu(), rule_argmax(slots.reshape(-1, V))) and int(blk[0, 0]) == -7
+        assert torch.equal(blk[:, 1:].reshape(-1).cpu(), rule_argmax(slots.reshape(-1, V))) and (blk[:, 0] == -7).all()
         if names is not None:
             assert [n for n in names if "topc_select" in n] == [n for n in names if "topc_select_regs_kernel" in n] != []
     # one more than the chunks: the cluster kernel, same rule
-    assert torch.ops.xpress_ext.topc_select_plan(B - 1, V, most + 1, 0)[4] == 0
+    assert torch.ops.xpress_ext.topc_select_plan(rows, V, most + 1, 0)[4] == 0
     values, ids = run(slots, most + 1)
     assert_selected(slots, most + 1, values, ids)
 

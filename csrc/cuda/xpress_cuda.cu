@@ -777,10 +777,11 @@ struct TopcSelectPlan {
 constexpr int64_t kSelRegsMaxV = 163'840;
 constexpr int sel_regs_vecs(int splits) { return splits == 8 ? 5 : 10; }
 // CTAs a row the register kernel takes unless XPRESS_EXT_TOPC_SPLITS says 4 or 8.  H200, bf16,
-// bench.py's N = 1 (15 rows, `probe_topc_splits.py`): 9.3 us with 4, 8.3 with 8, against 13.1-13.6
-// for the cluster kernel; but in the top-C draft step, where it runs beside the hidden cache's
-// GEMMs, 64.0-64.1 us with 4 against 65.8-66.4 with 8 and 65.4-65.7 for the cluster kernel
-// (`probe_latent_step.py --steps-only --topc --n=1`, same drafts; RESULTS.md, session 62).
+// bench.py's N = 1 (15 rows, session 63's kernel): alone 8.4-8.6 us with 4 (`probe_topc_splits.py`)
+// against 7.7 with 8 (8.0 in `bench.py`) and 13.1 for the cluster kernel; but in the top-C draft
+// step, where it runs beside the hidden cache's GEMMs, 64.0-64.3 us a step with 4 against
+// 64.7-64.8 with 8 (`probe_latent_step.py --steps-only --topc --n=1`, alternating, same drafts;
+// RESULTS.md, session 63).  The step is what the op is for, so 4.
 constexpr int kSelRegsSplits = 4;
 
 // Whether a call takes the register kernel (topc_select.cuh): a 16-bit dtype, V a multiple of 8

@@ -907,19 +907,25 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
 //      largest of these, exchanged over one cluster barrier (the window of chunk maxima).
 //   2. tau = the c-th largest chunk max (radix_select's passes, 256 bins, stopping at bins of
 //      at most 4 keys): at least c elements reach it.
-//   3. The elements >= tau (one bf16x2 / f16x2 comparison a word) compacted by each warp into its
-//      own segment of shared memory in id order (per slot an 8-bit mask, one warp scan of the
-//      slots' counts in 9-bit fields): raw bits | index in the slice << 16; the warp's lanes
-//      take its items in blocks, so lane order is id order.
-//   4. The exact top c among them (radix select from tau to the row's largest key); positions:
-//      a CTA scan of (above | in the bin) counts, plus the ranks before this one from the
-//      selection's histograms (as the cluster kernel); writes from shared memory.
+//   3. The elements >= tau (one set.gtu bf16x2 / f16x2 comparison a word against the float just
+//      below tau, sel_below16) compacted by each warp into its own segment of shared memory in
+//      id order (per slot an 8-bit mask, one warp scan of the slots' counts in 9-bit fields; a
+//      slot's first element stored without a loop): raw bits | index in the slice << 16; the
+//      warp's lanes take its items in blocks, so lane order is id order.
+//   4. The exact top c among them (radix select from tau to the row's largest key, whose first
+//      pass also finds the argmax: the lowest id with that key); positions: a CTA scan of
+//      (above | in the bin) counts, plus the ranks before this one from the selection's
+//      histograms (as the cluster kernel); writes from shared memory.
 // Every input takes these steps: the list holds the whole slice, so ties and NaN rows only take
 // more radix passes, never a fallback.  H200, bf16, V = 151,936, C = 512, 15 rows, with the fused
-// argmax (benchmarks/topc_regs_probe.cu, graph replay of 20 launches): 8.0-8.4 us with 8 CTAs a
-// row (5 vectors a thread) and 8.9-9.4 with 4 (10 vectors), against 12.6 for the cluster kernel
-// above with 4 CTAs a row; keeping the participants in registers instead of a list (per-thread
-// bit walks in every step) took 11.8 / 16.1 us.  The launcher takes 4 (xpress_cuda.cu).
+// argmax (benchmarks/topc_regs_probe.cu, graph replay of 20 launches): 7.5 us with 8 CTAs a row
+// (5 vectors a thread) and 8.2-8.3 with 4 (10 vectors), against 12.6 for the cluster kernel above
+// with 4 CTAs a row (session 62's build, before the single comparison, the loop-free first
+// element and the argmax in the selection's pass: 8.0 / 9.0); keeping the participants in
+// registers instead of a list (per-thread bit walks in every step) took 11.8 / 16.1 us, and
+// pushing the window's ends or the histograms into the peers before each cluster barrier
+// (instead of reading them after it) was 0.15-0.25 us slower.  The launcher's choice of 4 or 8:
+// xpress_cuda.cu.
 constexpr int kSelRegThreads = 512;
 
 // The 16-bit order key of one 16-bit float (the low half of b): sign-folded, every NaN 0xFFFF,
@@ -934,26 +940,24 @@ __device__ __forceinline__ uint32_t sel_key16(uint32_t b) {
 }
 // The 16-bit float whose key is k (for k below -inf's key: a NaN pattern): sel_key16's inverse.
 __device__ __forceinline__ uint32_t sel_unkey16(uint32_t k) { return (k & 0x8000u) ? (k ^ 0x8000u) : (~k & 0xFFFFu); }
-// Per half of a: !(a < b) as a float comparison (a NaN reaches anything; a NaN b: everything
-// reaches it), 0xFFFF or 0.  With b = the float of key tau: key(a) >= tau.
+// The 16-bit float p just below key k in key order, such that key(a) >= k <=> a > p or a is NaN
+// (sel_above2), for every real key k (k >= -inf's key): k - 1's float, stepping over 0x7FFF (no
+// key: -0 shares +0's) and capped at +inf (only NaNs have larger keys).  For k = -inf's key, p is
+// a NaN, which every element is above.
 template <typename T>
-__device__ __forceinline__ uint32_t sel_reaches2(uint32_t a, uint32_t b) {
-  uint32_t d;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm("set.geu.u32.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  } else {
-    asm("set.geu.u32.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  }
-  return d;
+__device__ __forceinline__ uint32_t sel_below16(uint32_t k) {
+  constexpr uint32_t kInfKey = std::is_same_v<T, __nv_bfloat16> ? 0xFF80u : 0xFC00u;
+  const uint32_t b = k - 1u == 0x7FFFu ? 0x7FFEu : min(k - 1u, kInfKey);
+  return sel_unkey16(b);
 }
-// Per half: a NaN, 0xFFFF or 0 (the elements that reach a tau above +inf's key).
+// Per half of a: a > b or unordered, 0xFFFF or 0.
 template <typename T>
-__device__ __forceinline__ uint32_t sel_isnan2(uint32_t a) {
+__device__ __forceinline__ uint32_t sel_above2(uint32_t a, uint32_t b) {
   uint32_t d;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm("set.nan.u32.bf16x2 %0, %1, %1;" : "=r"(d) : "r"(a));
+    asm("set.gtu.u32.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   } else {
-    asm("set.nan.u32.f16x2 %0, %1, %1;" : "=r"(d) : "r"(a));
+    asm("set.gtu.u32.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   }
   return d;
 }
@@ -1003,7 +1007,8 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   __shared__ __align__(16) uint32_t hist[2][kSelBins];
   __shared__ __align__(16) uint32_t hist_sum[kSelBins];
   __shared__ uint32_t cta_lo, cta_hi, win[2];
-  __shared__ unsigned long long cta_best, lower_total;
+  __shared__ unsigned long long lower_total;
+  __shared__ uint32_t cta_amin;
   constexpr int kWarps = kThreads / 32;
   __shared__ uint32_t warp_tot2[kWarps];
   extern __shared__ __align__(16) uint32_t list[];  // kThreads * kVecs * 8 entries
@@ -1033,7 +1038,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   if (tid == 0) {
     cta_lo = 0xFFFFu;
     cta_hi = 0;
-    cta_best = 0;
+    cta_amin = 0xFFFFFFFFu;
     lower_total = 0;
   }
   __syncthreads();
@@ -1143,10 +1148,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   // The participants (key >= tau) compacted into shared memory in id order: raw bits | the
   // element's index in the slice << 16.  Per slot an 8-bit mask; warp scans (slot-major, then
   // lane: the id order of the warp's elements); warp totals.
-  constexpr uint32_t kInfKey = std::is_same_v<T, __nv_bfloat16> ? 0xFF80u : 0xFC00u;
-  const bool only_nan = tau.lo > kInfKey;
-  // The float t with key tau (below -inf's key: a NaN, which every element reaches), twice.
-  const uint32_t t2 = sel_unkey16(tau.lo) * 0x10001u;
+  const uint32_t t2 = sel_below16<T>(tau.lo) * 0x10001u;
   uint32_t mask[kVecs];
   // Slot counts (<= 8 each, <= 256 over a warp) in 9-bit fields, seven to a 64-bit word, one
   // warp scan a word.
@@ -1161,7 +1163,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
     // of x are elements 2q and 2q + 1, folded into an 8-bit mask.
     uint32_t r[4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) r[q] = only_nan ? sel_isnan2<T>(word(i, q)) : sel_reaches2<T>(word(i, q), t2);
+    for (int q = 0; q < 4; ++q) r[q] = sel_above2<T>(word(i, q), t2);
     const uint32_t x = (r[0] & 0x00010001u) | (r[1] & 0x00040004u) | (r[2] & 0x00100010u) | (r[3] & 0x00400040u);
     const uint32_t m = reach && lb + 32 * i < nsv ? (x | x >> 15) & 0xFFu : 0u;
     mask[i] = m;
@@ -1184,14 +1186,26 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   // Each warp compacts into its own segment of the list (no CTA-wide scan or barrier); the
   // warp's lanes then take its items in blocks (lane order = id order).
   uint32_t* const seg = list + warp * 32 * kVecs * 8;
+  // Element j of slot i as an entry; a slot's first element without a loop (most slots that
+  // have any have one), the rest in loops that only warps with such slots enter.
+  auto entry = [&](int i, int j) {
+    const uint32_t w01 = (j & 2) ? word(i, 1) : word(i, 0), w23 = (j & 2) ? word(i, 3) : word(i, 2);
+    const uint32_t w = (j & 4) ? w23 : w01;
+    return ((j & 1) ? (w >> 16) : (w & 0xFFFFu)) | static_cast<uint32_t>((lb + 32 * i) * 8 + j) << 16;
+  };
+  bool more = false;
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
-    uint32_t pos = off[i];
-    const uint32_t local = static_cast<uint32_t>((lb + 32 * i) * 8);
-    for (uint32_t m = mask[i]; m != 0; m &= m - 1) {
-      const int j = __ffs(m) - 1;
-      const uint32_t w = word(i, j >> 1);
-      seg[pos++] = ((j & 1) ? (w >> 16) : (w & 0xFFFFu)) | (local + j) << 16;
+    const uint32_t e = entry(i, __ffs(mask[i]) - 1);
+    if (mask[i] != 0) seg[off[i]] = e;
+    mask[i] &= mask[i] - 1;
+    more |= mask[i] != 0;
+  }
+  if (more) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      uint32_t pos = off[i] + 1;
+      for (uint32_t m = mask[i]; m != 0; m &= m - 1) seg[pos++] = entry(i, __ffs(m) - 1);
     }
   }
   __syncwarp();
@@ -1199,21 +1213,18 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   const uint32_t ppt = (run + 31) / 32;
   const uint32_t p0 = min(lane * ppt, run), p1 = min(p0 + ppt, run);
   auto item_key = [&](uint32_t e) { return sel_key16<T>(e); };
-  if (p.blk != nullptr) {  // this CTA's argmax candidate (the row's largest key is >= tau)
-    unsigned long long best = 0;
-    for (uint32_t k = p0; k < p1; ++k) {
-      const uint32_t e = seg[k];
-      const unsigned long long pk = xpress::argmax_pack(item_key(e), id0 + (e >> 16));
-      best = pk > best ? pk : best;
-    }
-    const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32));
-    const uint32_t low = __reduce_max_sync(0xFFFFFFFFu, static_cast<uint32_t>(best >> 32) == top ? static_cast<uint32_t>(best) : 0u);
-    if (lane == 0 && top != 0) atomicMax(&cta_best, (static_cast<unsigned long long>(top) << 32) | low);
-  }
+  // Each pass's offer also finds the CTA's argmax candidate, before the pass's cluster barrier:
+  // the lowest id whose key is the row's largest (hi; all such elements take part).
   const SelRegTh sel = select(static_cast<uint32_t>(p.c), tau.lo, hi, 0, [&](uint32_t a, uint32_t z, auto&& f) {
+    uint32_t amin = 0xFFFFFFFFu;
     for (uint32_t k = p0; k < p1; ++k) {
-      const uint32_t kp = item_key(seg[k]);
+      const uint32_t e = seg[k], kp = item_key(e);
       if (kp >= a && kp <= z) f(kp);
+      if (kp == hi) amin = min(amin, e >> 16);
+    }
+    if (p.blk != nullptr) {
+      amin = __reduce_min_sync(0xFFFFFFFFu, amin);
+      if (lane == 0 && amin != 0xFFFFFFFFu) atomicMin(&cta_amin, id0 + amin);
     }
   });
   XPRESS_SEL_REGS_MARK(6);
@@ -1234,13 +1245,10 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   const uint32_t before = __reduce_add_sync(0xFFFFFFFFu, lane < warp ? warp_tot2[lane] : 0u) + incl - cnt;
   const unsigned long long lt = lower_total;
   if (p.blk != nullptr && rank == 0 && tid == 0) {
-    unsigned long long v = cta_best;
+    uint32_t v = cta_amin;
 #pragma unroll
-    for (int r = 1; r < kSplits; ++r) {
-      const unsigned long long o = *cluster.map_shared_rank(&cta_best, r);
-      v = o > v ? o : v;
-    }
-    p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = xpress::argmax_unpack_index(v);
+    for (int r = 1; r < kSplits; ++r) v = min(v, *cluster.map_shared_rank(&cta_amin, r));
+    p.blk[n * p.blk_sn + (b + 1) * p.blk_sb] = v;
   }
   XPRESS_SEL_REGS_MARK(7);
   cluster_arrive_relaxed();  // this CTA's reads of its peers are done (their values used above)
