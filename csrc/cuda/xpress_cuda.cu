@@ -787,9 +787,9 @@ constexpr int kSelRegsSplits = 4;
 // Whether a call takes the register kernel (topc_select.cuh): a 16-bit dtype, V a multiple of 8
 // up to kSelRegsMaxV, rows 16-byte aligned, c within the row's chunks, and the rows one per
 // cluster on the SMs at once (rows * CTAs a row <= SMs: one wave).  H200, bf16, V = 151,936,
-// C = 512, 15 rows, graph replay (benchmarks/topc_regs_probe.cu): 8.0-8.4 us with 8 CTAs a row,
-// 8.9-9.4 with 4, against 12.6 for the cluster kernel; at 60 rows (clusters in waves) 20.3 / 18.2
-// against 15.8, so not beyond one wave.  XPRESS_EXT_TOPC_KERNEL=stream never takes it,
+// C = 512, 15 rows, graph replay (benchmarks/topc_regs_probe.cu): 7.5 us with 8 CTAs a row, 8.2-8.3
+// with 4, against 12.6 for the cluster kernel (session 63); at 60 rows (clusters in waves, session
+// 62's build) 20.3 / 18.2 against 15.8, so not beyond one wave.  XPRESS_EXT_TOPC_KERNEL=stream never takes it,
 // =regs takes it wherever the first four conditions hold (at any row count up to 65,535: a row
 // is a grid row, without the cluster kernel's loop over rows); XPRESS_EXT_TOPC_CTA (a shape of
 // the other kernels) leaves it out too (read per call).
