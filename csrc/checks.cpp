@@ -390,8 +390,10 @@ TopcDims check_topc_argmax(const at::Tensor& base_c, const at::Tensor& bias_c,
 }
 
 TopcSelectDims check_topc_select(const at::Tensor& logits, int64_t c, const at::Tensor& values,
-                                 const at::Tensor& ids, const std::optional<at::Tensor>& blk) {
+                                 const at::Tensor& ids, const std::optional<at::Tensor>& blk,
+                                 int64_t sm_margin) {
   constexpr const char* op = "topc_select";
+  TORCH_CHECK_VALUE(sm_margin >= 0, op, ": sm_margin must be >= 0, got ", sm_margin);
   if (blk.has_value()) {
     check_same_device(op, {{"logits", &logits}, {"values", &values}, {"ids", &ids}, {"blk", &*blk}});
   } else {

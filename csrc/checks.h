@@ -101,8 +101,10 @@ struct TopcSelectDims {
 };
 // logits [rows, V] or [N, B-1, V]; values / ids [rows, c] or [N, B-1, c]; blk (optional)
 // [N, B].  (N, B-1) come from blk, else from a 3-D logits / values / ids, else (rows, 1).
+// sm_margin >= 0 (SMs the launch leaves to other work where it has the choice).
 TopcSelectDims check_topc_select(const at::Tensor& logits, int64_t c, const at::Tensor& values,
-                                 const at::Tensor& ids, const std::optional<at::Tensor>& blk);
+                                 const at::Tensor& ids, const std::optional<at::Tensor>& blk,
+                                 int64_t sm_margin);
 
 struct GatherRowsDims {
   int64_t n, R, V;  // rows gathered (ids.numel()), row length, table rows

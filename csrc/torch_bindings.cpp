@@ -19,7 +19,7 @@ TORCH_LIBRARY(xpress_ext, m) {
   m.def("topc_argmax_to_blk(Tensor base_c, Tensor bias_c, Tensor cand, Tensor(a!) blk) -> ()");
   m.def(
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
-      "Tensor(c!)? blk=None) -> ()");
+      "Tensor(c!)? blk=None, int sm_margin=0) -> ()");
   m.def("gather_rows(Tensor table, Tensor ids, Tensor(a!) out) -> ()");
   m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out, bool reverse=False, bool prefetch=False) -> ()");
   m.def("gather_gemv_argmax_to_blk(Tensor table, Tensor cand, Tensor lat, Tensor base_c, Tensor(a!) blk, "
@@ -36,7 +36,7 @@ TORCH_LIBRARY(xpress_ext, m) {
   m.def("latent_pass_plan(int N, int B, int R, int H, ScalarType dtype, int device) -> int[]",
         &xpress::latent_pass_plan);
   // The same for topc_select: its CTAs per row and CTA shape.
-  m.def("topc_select_plan(int rows, int V, int c, int device) -> int[]", &xpress::topc_select_plan);
+  m.def("topc_select_plan(int rows, int V, int c, int device, int sm_margin=0) -> int[]", &xpress::topc_select_plan);
 #endif
 }
 

@@ -242,6 +242,33 @@ def test_step_start_forks_only_in_a_captured_graph(topc, tmp_path):
 
 
 @needs_cuda
+@torch.no_grad()
+def test_topc_select_leaves_half_the_sms_beside_the_gemms(monkeypatch):
+    """The top-C step's topc_select asks to leave half the SMs free (sm_margin) only where it
+    runs on the side stream beside the hidden cache's GEMMs (a captured graph): there 4 CTAs a
+    row made the step faster than 8 (RESULTS.md, session 63).  Launched eagerly it runs alone,
+    with no margin.  Replays still equal eager steps."""
+    seen = []
+    real = xpress_ext.ops.topc_select
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("sm_margin", 0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(xpress_ext.ops, "topc_select", spy)
+    head = make_head("cuda", torch.bfloat16, topc=64)
+    static = [t.clone() for t in step_inputs(head, 1, "cuda", seed=4)]
+    head.jacobi_refine_greedy(*static, 6)
+    assert seen == [0]
+    warm_up_on(torch.cuda.Stream(), head, static)
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(graph):
+        out = head.jacobi_refine_greedy(*static, 6)
+    assert seen[-1] == torch.cuda.get_device_properties(0).multi_processor_count // 2 > 0
+    assert_joins_and_replays(graph, out, head, static)
+
+
+@needs_cuda
 @pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
 @torch.no_grad()
 def test_side_stream_is_never_the_graph_capture_stream(topc):

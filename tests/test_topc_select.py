@@ -47,13 +47,13 @@ def rule_topc(row: torch.Tensor, c: int) -> list[int]:
     return sorted(sorted(range(len(vals)), key=key)[:c])
 
 
-def run(logits, c, blk=None, values=None, ids=None):
+def run(logits, c, blk=None, values=None, ids=None, sm_margin=0):
     lead = logits.shape[:-1]
     if values is None:
         values = torch.full((*lead, c), 7.0, dtype=logits.dtype, device=logits.device)
     if ids is None:
         ids = torch.full((*lead, c), -3, dtype=torch.long, device=logits.device)
-    xpress_ext.topc_select(logits, c, values, ids, blk)
+    xpress_ext.topc_select(logits, c, values, ids, blk, sm_margin=sm_margin)
     return values, ids
 
 
@@ -276,14 +276,15 @@ def test_errors_leave_outputs_untouched(device):
         (ValueError, "blk", dict(blk=blk_with_sentinel(2, 3, device))),
         (TypeError, "blk", dict(blk=torch.zeros(2, 4, dtype=torch.int32, device=device))),
         (ValueError, "ids", dict(ids=torch.full((2, 3, 1), -2, dtype=torch.long, device=device).expand(2, 3, c))),
+        (ValueError, "sm_margin must be >= 0", dict(sm_margin=-1)),
     ]
     if device == "cuda":
         bad.append((ValueError, "is on", dict(values=values.cpu())))
     for err, match, kw in bad:
-        args = dict(logits=logits, c=c, values=values, ids=ids, blk=blk)
+        args = dict(logits=logits, c=c, values=values, ids=ids, blk=blk, sm_margin=0)
         args.update(kw)
         with pytest.raises(err, match=match):
-            xpress_ext.topc_select(args["logits"], args["c"], args["values"], args["ids"], args["blk"])
+            xpress_ext.topc_select(args["logits"], args["c"], args["values"], args["ids"], args["blk"], args["sm_margin"])
         assert (values == 5.0).all() and (ids == -2).all() and (blk == -7).all()
 
 
@@ -297,6 +298,7 @@ def test_opcheck(device):
     blk = torch.zeros(2, 4, dtype=torch.long, device=device)
     torch.library.opcheck(torch.ops.xpress_ext.topc_select.default, (logits, 17, values, ids, blk))
     torch.library.opcheck(torch.ops.xpress_ext.topc_select.default, (logits.view(6, 999), 5, values.view(6, 17)[:, :5], ids.view(6, 17)[:, :5]))
+    torch.library.opcheck(torch.ops.xpress_ext.topc_select.default, (logits, 17, values, ids, blk, 64))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -349,18 +351,25 @@ def test_cuda_plan(monkeypatch):
     monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL", raising=False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     V = 151_936  # the canonical vocabulary also under the sanitizer (a plan allocates nothing)
-    plan = lambda rows, c=512: torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)
+    plan = lambda rows, c=512, sm_margin=0: torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0, sm_margin)
     many = 2 * sms + 1
     assert plan(2 * sms)[1] == 512 and plan(many)[1] == 256
     assert plan(many, c=-(-V // 128))[1] == 256 and plan(many, c=-(-V // 128) + 1)[1] == 512
+    with pytest.raises(ValueError, match="sm_margin"):
+        plan(1, sm_margin=-1)
     if "XPRESS_EXT_TOPC_SPLITS" not in os.environ and sms >= 64:
-        # Few rows (the draft step's N = 1): the register kernel, 4 CTAs a row, one row a
-        # cluster while rows * 4 <= SMs; c beyond its chunks (4 x 480 at this V), or more rows:
-        # the cluster kernel.
-        assert plan(1)[4] == 1 and plan(15)[4] == 1 and plan(15)[:2] == [4, 512], (plan(1), plan(15))
-        assert plan(sms // 4)[4] == 1 and plan(sms // 4 + 1)[4] == 0
-        assert plan(15, c=1920)[4] == 1 and plan(15, c=1921)[4] == 0
-        assert plan(15, c=1920)[3] == 512 * 10 * 8 * 4 and plan(15, c=1920)[2] == 151_936 // 4
+        # Few rows (the draft step's N = 1): the register kernel, one row a cluster while
+        # rows * 4 <= SMs, 8 CTAs a row while rows * 8 <= SMs - sm_margin, else 4; c beyond its
+        # chunks (8 x 480 / 4 x 480 at this V), or more rows: the cluster kernel.
+        assert plan(1)[4] == 1 and plan(15)[4] == 1 and plan(15)[:2] == [8, 512], (plan(1), plan(15))
+        assert plan(sms // 8)[0] == 8 and plan(sms // 8 + 1)[0] == 4 and plan(sms // 8 + 1)[4] == 1
+        assert plan(15, sm_margin=sms // 2)[:2] == [4, 512] and plan(15, sm_margin=sms - 120)[0] == 8
+        assert plan(15, sm_margin=sms - 119)[0] == 4 and plan(1, sm_margin=10 * sms)[:2] == [4, 512]
+        assert plan(sms // 4)[4] == 1 and plan(sms // 4 + 1)[4] == 0 and plan(sms // 4, sm_margin=sms)[4] == 1
+        assert plan(15, c=3840)[4] == 1 and plan(15, c=3841)[4] == 0
+        assert plan(15, c=1920, sm_margin=sms)[4] == 1 and plan(15, c=1921, sm_margin=sms)[4] == 0
+        assert plan(15, c=1920, sm_margin=sms)[3] == 512 * 10 * 8 * 4 and plan(15, c=1920, sm_margin=sms)[2] == 151_936 // 4
+        assert plan(15)[3] == 512 * 5 * 8 * 4 and plan(15)[2] == 151_936 // 8
     monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "stream")
     assert plan(1)[0] >= 2 and plan(1)[1] == 512 and plan(1)[4] == 0  # one row: a cluster of wide CTAs
     if "XPRESS_EXT_TOPC_SPLITS" not in os.environ and sms >= 64:
@@ -423,34 +432,35 @@ def register_kernel_rows(fill, dtype, rows, V, seed):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("fill", ["normal", "ties", "nan", "neg_inf_half", "ascending", "constant", "top_in_one_slice",
                                   "tiny"])
-@pytest.mark.parametrize("N", [1, 2], ids=["N1", "N2"])
-def test_cuda_register_kernel(dtype, fill, N, monkeypatch):
-    """The register kernel (4 CTAs a row) on the draft step's N = 1 and N = 2 shapes (the
-    [N, B - 1, V] view of [N, B, V] logits, read in place, with the fused argmax), on rows built
-    to break its steps, at c = 1, 7, 512 and the row's chunk count (its largest c); the launch is
-    the register kernel's.  (Its 8-CTA instance: test_knobs, and benchmarks/topc_regs_probe.cu
-    on the same fills.)"""
+@pytest.mark.parametrize("N,margin", [(1, 0), (1, "half"), (2, 0)], ids=["N1", "N1-margin", "N2"])
+def test_cuda_register_kernel(dtype, fill, N, margin, monkeypatch):
+    """The register kernel on the draft step's N = 1 and N = 2 shapes (the [N, B - 1, V] view of
+    [N, B, V] logits, read in place, with the fused argmax): 8 CTAs a row at N = 1 on an H200
+    (rows * 8 <= SMs), 4 with the head's sm_margin of half the SMs and at N = 2; on rows built to
+    break its steps, at c = 1, 7, 512 and the row's chunk count (its largest c); the launch is the
+    register kernel's."""
     monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
     monkeypatch.delenv("XPRESS_EXT_TOPC_KERNEL", raising=False)
     B, V = 16, V_FULL
     rows, sms = N * (B - 1), torch.cuda.get_device_properties(0).multi_processor_count
     if os.environ.get("XPRESS_EXT_TOPC_SPLITS") or rows * 4 > sms:
         pytest.skip(f"{rows} rows: not one wave of 4-CTA clusters on {sms} SMs, or the splits forced")
+    margin = sms // 2 if margin == "half" else margin
     full = register_kernel_rows(fill, dtype, N * B, V, 31 + N).reshape(N, B, V).cuda()
     slots = full[:, 1:, :]
-    most = max(c for c in range(1, 4097) if torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)[4] == 1)
+    most = max(c for c in range(1, 4097) if torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0, margin)[4] == 1)
     for c in (1, 7, 512, most):
-        plan = torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)
-        assert plan[4] == 1 and plan[0] == 4, plan
+        plan = torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0, margin)
+        assert plan[4] == 1 and plan[0] == (8 if rows * 8 <= sms - margin else 4), plan
         blk = blk_with_sentinel(N, B, "cuda")
-        (values, ids), names = cuda_kernels_run(lambda: run(slots, c, blk=blk))
+        (values, ids), names = cuda_kernels_run(lambda: run(slots, c, blk=blk, sm_margin=margin))
         assert_selected(slots, c, values, ids)
         assert torch.equal(blk[:, 1:].reshape(-1).cpu(), rule_argmax(slots.reshape(-1, V))) and (blk[:, 0] == -7).all()
         if names is not None:
             assert [n for n in names if "topc_select" in n] == [n for n in names if "topc_select_regs_kernel" in n] != []
     # one more than the chunks: the cluster kernel, same rule
-    assert torch.ops.xpress_ext.topc_select_plan(rows, V, most + 1, 0)[4] == 0
-    values, ids = run(slots, most + 1)
+    assert torch.ops.xpress_ext.topc_select_plan(rows, V, most + 1, 0, margin)[4] == 0
+    values, ids = run(slots, most + 1, sm_margin=margin)
     assert_selected(slots, most + 1, values, ids)
 
 

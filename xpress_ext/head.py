@@ -461,8 +461,12 @@ class XPressRefinerHead(nn.Module):
             c = min(self.topc, V)
             base_c = torch.empty(N, B - 1, c, dtype=slots.dtype, device=slots.device)
             cand = torch.empty(N, B - 1, c, dtype=torch.long, device=slots.device)
+            # Beside the GEMMs it leaves them half the SMs: at N = 1 (15 rows) 4 CTAs a row
+            # instead of 8, 64.0-64.3 against 64.7-64.8 us a step on an H200 (RESULTS.md,
+            # session 63); alone (no side stream) 8 are faster.
+            margin = torch.cuda.get_device_properties(slots.device).multi_processor_count // 2 if side is not None else 0
             with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-                ops.topc_select(slots, c, base_c, cand, blk)
+                ops.topc_select(slots, c, base_c, cand, blk, sm_margin=margin)
             step.update(
                 base_c=base_c,
                 cand=cand,

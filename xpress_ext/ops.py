@@ -128,12 +128,16 @@ def topc_select(
     values: torch.Tensor,
     ids: torch.Tensor,
     blk: torch.Tensor | None = None,
+    sm_margin: int = 0,
 ) -> None:
     """Exact top-``c`` of every row of ``logits`` ([rows, V] or [N, B-1, V], read in place):
     the first ``c`` entries of the stable descending order (NaN largest, ties to the lowest
     id), written to ``values`` / ``ids`` ([rows, c] or [N, B-1, c]) in ascending id order.
-    With ``blk`` ([N, B]) also ``blk[n, 1 + b] = argmax`` of row n * (B - 1) + b."""
-    _ops.topc_select.default(logits, c, values, ids, blk)
+    With ``blk`` ([N, B]) also ``blk[n, 1 + b] = argmax`` of row n * (B - 1) + b.
+    ``sm_margin`` (>= 0): SMs the CUDA launch leaves to work running beside it where it has the
+    choice (as FlashAttention 3's ``sm_margin``): few rows take 8 CTAs a row only while
+    rows * 8 <= SMs - sm_margin, else 4.  The same outputs either way."""
+    _ops.topc_select.default(logits, c, values, ids, blk, sm_margin)
 
 
 def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> None:
@@ -248,7 +252,7 @@ def _topc_argmax_fake(base_c, bias_c, cand, blk):
 
 
 @torch.library.register_fake("xpress_ext::topc_select")
-def _topc_select_fake(logits, c, values, ids, blk=None):
+def _topc_select_fake(logits, c, values, ids, blk=None, sm_margin=0):
     return None
 
 

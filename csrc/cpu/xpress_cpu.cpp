@@ -255,8 +255,8 @@ void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
 }
 
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
-                     const std::optional<at::Tensor>& blk) {
-  const TopcSelectDims d = check_topc_select(logits, c, values, ids, blk);
+                     const std::optional<at::Tensor>& blk, int64_t sm_margin) {
+  const TopcSelectDims d = check_topc_select(logits, c, values, ids, blk, sm_margin);  // (sm_margin: CUDA's)
   const int64_t rows = d.N * d.Bm1;
   if (rows == 0) return;
   int64_t* ids_out = ids.mutable_data_ptr<int64_t>();

@@ -781,8 +781,14 @@ constexpr int sel_regs_vecs(int splits) { return splits == 8 ? 5 : 10; }
 // against 7.7 with 8 (8.0 in `bench.py`) and 13.1 for the cluster kernel; but in the top-C draft
 // step, where it runs beside the hidden cache's GEMMs, 64.0-64.3 us a step with 4 against
 // 64.7-64.8 with 8 (`probe_latent_step.py --steps-only --topc --n=1`, alternating, same drafts;
-// RESULTS.md, session 63).  The step is what the op is for, so 4.
-constexpr int kSelRegsSplits = 4;
+// RESULTS.md, session 63).  So 8 while rows * 8 <= SMs - sm_margin (the SMs the caller leaves to
+// work beside the call; the head passes half the SMs when its step's start runs beside the GEMMs),
+// else 4.
+int sel_regs_splits(int64_t rows, int64_t sm_margin, const cudaDeviceProp* prop) {
+  static const int forced = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
+  if (forced != 0) return forced;
+  return rows * 8 <= prop->multiProcessorCount - sm_margin ? 8 : 4;
+}
 
 // Whether a call takes the register kernel (topc_select.cuh): a 16-bit dtype, V a multiple of 8
 // up to kSelRegsMaxV, rows 16-byte aligned, c within the row's chunks, and the rows one per
@@ -807,10 +813,10 @@ bool topc_select_takes_regs(int64_t rows, int64_t V, int64_t c, bool half_aligne
 // replay: wide / narrow 36.4 / 43.0 µs at 240 rows, 58.9 / 48.3 at 300, 71.7 / 60.1 at 480,
 // 486.4 / 430.9 at 3840 (benchmarks/topc_select_phases.cu).  XPRESS_EXT_TOPC_CTA=wide|narrow
 // forces a shape (benchmarks and tests; read per call).
-TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, bool half_aligned, const cudaDeviceProp* prop) {
+TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, bool half_aligned, int64_t sm_margin,
+                                const cudaDeviceProp* prop) {
   TopcSelectPlan plan{};
-  static const int forced_splits = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
-  const int regs_splits = forced_splits != 0 ? forced_splits : kSelRegsSplits;
+  const int regs_splits = sel_regs_splits(rows, sm_margin, prop);
   if (topc_select_takes_regs(rows, V, c, half_aligned, regs_splits, prop)) {
     plan.regs = true;
     plan.splits = regs_splits;
@@ -836,12 +842,12 @@ TopcSelectPlan plan_topc_select(int64_t rows, int64_t V, int64_t c, bool half_al
 
 template <typename T>
 void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::Tensor& values,
-                        at::Tensor& ids, const std::optional<at::Tensor>& blk) {
+                        at::Tensor& ids, const std::optional<at::Tensor>& blk, int64_t sm_margin) {
   const int device = logits.get_device();
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
   const int64_t rows = d.N * d.Bm1;
   const bool vec = rows_vectorizable(logits, {d.logits.sn, d.logits.sb});
-  const TopcSelectPlan plan = plan_topc_select(rows, d.V, d.c, sizeof(T) == 2 && vec, prop);
+  const TopcSelectPlan plan = plan_topc_select(rows, d.V, d.c, sizeof(T) == 2 && vec, sm_margin, prop);
   k::TopcSelectArgs<T> a{};
   a.logits = cptr<T>(logits);
   a.l_sn = d.logits.sn;
@@ -1112,12 +1118,13 @@ std::vector<int64_t> latent_pass_plan(int64_t N, int64_t B, int64_t R, int64_t H
   });
 }
 
-std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_t device) {
-  TORCH_CHECK_VALUE(rows >= 1 && V >= 1 && c >= 1 && c <= V, "topc_select_plan: need rows >= 1 and "
-                    "1 <= c <= V; got rows=", rows, " V=", V, " c=", c);
+std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_t device, int64_t sm_margin) {
+  TORCH_CHECK_VALUE(rows >= 1 && V >= 1 && c >= 1 && c <= V && sm_margin >= 0, "topc_select_plan: need rows >= 1, "
+                    "1 <= c <= V and sm_margin >= 0; got rows=", rows, " V=", V, " c=", c, " sm_margin=", sm_margin);
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   // As for 16-bit logits with 16-byte aligned rows.
-  const TopcSelectPlan p = plan_topc_select(rows, V, c, true, at::cuda::getDeviceProperties(static_cast<int>(device)));
+  const TopcSelectPlan p =
+      plan_topc_select(rows, V, c, true, sm_margin, at::cuda::getDeviceProperties(static_cast<int>(device)));
   return std::vector<int64_t>{p.splits, p.threads, p.slice, static_cast<int64_t>(p.smem), p.regs ? 1 : 0};
 }
 
@@ -1149,12 +1156,12 @@ void topc_argmax_to_blk_cuda(const at::Tensor& base_c, const at::Tensor& bias_c,
 }
 
 void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
-                      const std::optional<at::Tensor>& blk) {
-  const TopcSelectDims d = check_topc_select(logits, c, values, ids, blk);
+                      const std::optional<at::Tensor>& blk, int64_t sm_margin) {
+  const TopcSelectDims d = check_topc_select(logits, c, values, ids, blk, sm_margin);
   const c10::cuda::OptionalCUDAGuard guard(logits.device());
   if (d.N * d.Bm1 == 0) return;
   XPRESS_DISPATCH_FLOAT(logits.scalar_type(), "topc_select", __nv_bfloat16, __half, float,
-                        [&] { launch_topc_select<scalar_t>(d, logits, values, ids, blk); });
+                        [&] { launch_topc_select<scalar_t>(d, logits, values, ids, blk, sm_margin); });
 }
 
 void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out) {
