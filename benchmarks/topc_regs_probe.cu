@@ -3,11 +3,14 @@
 // Checks every row of ROWS (default 15) against a stable descending sort on the CPU (ids, value
 // bits and the fused argmax), for both instances (8 CTAs a row of 5 vectors a thread, 4 of 10),
 // at c = 1 .. the row's chunk count, on rows built to break it (ties, NaN of both signs, -0,
-// -inf halves, ascending rows, constant rows, the top in one CTA's slice), then times both on
-// normal rows (C = 512, with the fused argmax) against the cluster kernel with 4 CTAs a row.
+// -inf halves, ascending rows, constant rows, the top in one CTA's slice, a ramp over the ids),
+// then times both on normal rows (C = 512, with the fused argmax; [FILL] applies one of the
+// fills below to every row first) against the cluster kernel with 4 CTAs a row.
 // -DXPRESS_REGS_MARKS adds clock64() marks (thread 0 of each CTA, global stores: they move the
-// times) and prints the mean cycles between them: 0-1 the stream and chunk max, 1-2 the first
-// cluster barrier, 2-3 the window, 3-4 tau, 4-5 the participants' lists, 5-6 the exact
+// times) and prints the mean cycles between them: 0-1 the stream and chunk max, 1-2 the rank's
+// bound and the first cluster barrier, 2-3 the ranks' bounds read, 3-4 the tau pass (where the
+// bounds are far apart; the cluster-wide tau of every row before session 64), 4-5 the
+// participants' lists, 5-6 the exact
 // selection (with the argmax candidate), 6-7 positions, 7-8 writes, 8-9 the exit wait.
 //
 // During session 62 the same harness measured the steps on the way (H200, 15 rows, graph replay
@@ -24,9 +27,16 @@
 // maxima (pushed before the first barrier) 7.75 / 8.2; one 2048-bin pass for the selection
 // 10.9 / 9.35; the window's ends pushed into the peers 8.5 (4 CTAs); the histograms added into
 // the peers' sums before each barrier 8.5 (4) -- slower, each a barrier that waits for them.
+// Session 64 (same calls: session 63's build 7.48-7.52 / 8.26-8.32): tau as the least of the
+// ranks' bounds (each rank's m-th largest chunk max, m = ceil(c / splits), from its own
+// histogram before the first barrier: no tau pass, no barrier for it) 6.75-6.80 / 7.91-7.95;
+// with the tau pass kept for rows whose bounds are more than 1/8 binade apart (the kernel's)
+// 6.90-6.95 / 7.93-7.98.  FILL 8 (a ramp) 8.71-8.72 / 11.41-11.45 against 9.22-9.24 /
+// 11.45-11.47; FILL 6 22.0 / 37.8-37.9 against 21.0 / 36.5-36.6; FILL 4 23.1-23.2 / 43.4-43.5
+// against 22.4 / 42.8 (the tau pass taken there, after the bounds' step).
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -I benchmarks \
-//        -gencode=arch=compute_90a,code=sm_90a benchmarks/topc_regs_probe.cu -o /tmp/regs && /tmp/regs [ROWS]
+//        -gencode=arch=compute_90a,code=sm_90a benchmarks/topc_regs_probe.cu -o /tmp/regs && /tmp/regs [ROWS [FILL]]
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -47,11 +57,12 @@ namespace xk = xpress::kernels;
 // Row fills that exercise the rules: 0 normal (sd 3), 1 integers (few distinct values), 2 normal
 // with NaNs of both signs and zeros of both signs, 3 the first half -inf, 4 ascending (large
 // values in the last CTA), 5 constant, 6 normal with the top in one CTA's slice, 7 small ints
-// with NaN and -inf.
+// with NaN and -inf, 8 normal plus a ramp from +4 at id 0 to -4 at the last (the top mostly in
+// the first ranks' slices, as frequent tokens' low ids may put it).
 __global__ void fill_modes(__nv_bfloat16* x, int64_t rows, int64_t V, int mode_all) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * V; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / V, j = i % V;
-    const int mode = mode_all >= 0 ? mode_all : static_cast<int>(r % 8);
+    const int mode = mode_all >= 0 ? mode_all : static_cast<int>(r % 9);
     const uint32_t h = harness_hash(i, 777u + static_cast<uint32_t>(r));
     const float u = (h >> 8) * (1.0f / 16777216.0f);
     float v = x[i];  // a normal (fill_normal ran first)
@@ -71,6 +82,7 @@ __global__ void fill_modes(__nv_bfloat16* x, int64_t rows, int64_t V, int mode_a
         if ((h & 127) == 1) v = -INFINITY;
         (void)u;
         break;
+      case 8: v += 4.0f - 8.0f * static_cast<float>(j) / static_cast<float>(V); break;
       default: break;
     }
     x[i] = __float2bfloat16(v);
@@ -165,8 +177,10 @@ int main(int argc, char** argv) {
       }
     }
   }
-  // Times on normal rows, C = 512, with the fused argmax: the new kernels and the shipped one.
+  // Times on normal rows (or fill argv[2]), C = 512, with the fused argmax: the new kernels and
+  // the shipped one.
   fill_normal<<<1024, 256>>>(x, rows * V, 1234u);
+  if (argc > 2) fill_modes<<<1024, 256>>>(x, rows, V, std::atoi(argv[2]));
   CK(cudaDeviceSynchronize());
   const int64_t c = 512;
   for (int rep = 0; rep < 3; ++rep) {

@@ -457,7 +457,10 @@ def test_cuda_register_kernel(dtype, fill, N, margin, monkeypatch):
         assert_selected(slots, c, values, ids)
         assert torch.equal(blk[:, 1:].reshape(-1).cpu(), rule_argmax(slots.reshape(-1, V))) and (blk[:, 0] == -7).all()
         if names is not None:
-            assert [n for n in names if "topc_select" in n] == [n for n in names if "topc_select_regs_kernel" in n] != []
+            # the instance the plan names: dtype, CTAs a row, 16-byte vectors a thread (the slice's over the threads)
+            vecs = -(-plan[2] // (8 * plan[1]))
+            want = f"topc_select_regs_kernel<{'__nv_bfloat16' if dtype == torch.bfloat16 else '__half'}, {plan[0]}, {vecs}>"
+            assert [n for n in names if "topc_select" in n] == [n for n in names if want in n] != [], (want, names)
     # one more than the chunks: the cluster kernel, same rule
     assert torch.ops.xpress_ext.topc_select_plan(rows, V, most + 1, 0, margin)[4] == 0
     values, ids = run(slots, most + 1, sm_margin=margin)
@@ -467,12 +470,17 @@ def test_cuda_register_kernel(dtype, fill, N, margin, monkeypatch):
 @needs_cuda
 def test_cuda_register_kernel_forced(monkeypatch):
     """XPRESS_EXT_TOPC_KERNEL=regs at a row count beyond one cluster a row on the SMs at once
-    (the clusters then run in waves), strided output views, and a second vocabulary; a row
-    whose start is not 16-byte aligned, or a V that is not a multiple of 8, takes the cluster
+    (the clusters then run in waves), strided output views, and a second vocabulary; a
+    vocabulary whose last rank holds fewer chunks than the others, at the largest c (that rank
+    cannot give its share of c chunk maxima: its bound is below every key); a row whose
+    start is not 16-byte aligned, or a V that is not a multiple of 8, takes the cluster
     kernel."""
     monkeypatch.delenv("XPRESS_EXT_TOPC_CTA", raising=False)
     monkeypatch.setenv("XPRESS_EXT_TOPC_KERNEL", "regs")
-    for rows, V, c in ((60, V_FULL, 512), (7, 32_000, 300), (3, 8 * 9_000, 900)):
+    short_v = 144_008  # 8 CTAs a row: 459 chunks (threads holding elements) a rank, 452 in the last
+    short_c = max(c for c in range(3_600, 4_097) if torch.ops.xpress_ext.topc_select_plan(3, short_v, c, 0)[4] == 1)
+    assert torch.ops.xpress_ext.topc_select_plan(3, short_v, short_c, 0)[0] == 8 and short_c == 7 * 459 + 452
+    for rows, V, c in ((60, V_FULL, 512), (7, 32_000, 300), (3, 8 * 9_000, 900), (3, short_v, short_c)):
         logits = random_logits((rows, V), torch.bfloat16, "cuda", V + rows)
         logits[1, :1000] = 1.0  # heavy ties near the top on one row
         assert torch.ops.xpress_ext.topc_select_plan(rows, V, c, 0)[4] == 1

@@ -733,14 +733,21 @@ void launch_topc_argmax(const TopcDims& d, const at::Tensor& base_c, const at::T
 // ---------------------------------------------------------------------------------------------
 // topc_select
 
+// XPRESS_EXT_TOPC_SPLITS: CTAs a row forced on both kernels (benchmarking only; 0 when unset),
+// read once per process.
+int forced_topc_splits() {
+  static const int forced = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
+  return forced;
+}
+
 // CTAs per row (the cluster size): 1, 2, 4 or 8 -- at least enough that a CTA's slice fits its
 // chunk table, and more while the whole grid still fits the SMs once (below).
-// XPRESS_EXT_TOPC_SPLITS forces a size (benchmarking only).
+// XPRESS_EXT_TOPC_SPLITS forces a size (forced_topc_splits).
 int topc_select_splits(int64_t rows, int64_t V, const cudaDeviceProp* prop) {
   const int64_t needed = (V + k::kSelMaxSlice - 1) / k::kSelMaxSlice;
   TORCH_CHECK_VALUE(needed <= (prop->major >= 9 ? k::kSelMaxSplits : 1), "topc_select: logits.shape[-1] (V) = ", V,
                     " is above what this GPU's kernel takes (", (prop->major >= 9 ? k::kSelMaxSplits : 1) * k::kSelMaxSlice, ")");
-  static const int forced = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
+  const int forced = forced_topc_splits();
   if (prop->major < 9) return 1;
   if (forced != 0 && forced >= needed) return forced;
   int splits = 1;
@@ -777,15 +784,15 @@ struct TopcSelectPlan {
 constexpr int64_t kSelRegsMaxV = 163'840;
 constexpr int sel_regs_vecs(int splits) { return splits == 8 ? 5 : 10; }
 // CTAs a row the register kernel takes unless XPRESS_EXT_TOPC_SPLITS says 4 or 8.  H200, bf16,
-// bench.py's N = 1 (15 rows, session 63's kernel): alone 8.4-8.6 us with 4 (`probe_topc_splits.py`)
-// against 7.7 with 8 (8.0 in `bench.py`) and 13.1 for the cluster kernel; but in the top-C draft
-// step, where it runs beside the hidden cache's GEMMs, 64.0-64.3 us a step with 4 against
-// 64.7-64.8 with 8 (`probe_latent_step.py --steps-only --topc --n=1`, alternating, same drafts;
-// RESULTS.md, session 63).  So 8 while rows * 8 <= SMs - sm_margin (the SMs the caller leaves to
+// bench.py's N = 1 (15 rows, session 64's kernel): alone 8.2-8.3 us with 4 (`probe_topc_splits.py`)
+// against 7.3 with 8 (7.5 in `bench.py`) and 13.1 for the cluster kernel; but in the top-C draft
+// step, where it runs beside the hidden cache's GEMMs, 63.8-64.2 us a step with 4 against
+// 65.1-65.5 with 8 (`probe_latent_step.py --steps-only --topc --n=1`, alternating, same drafts;
+// RESULTS.md, sessions 63-64).  So 8 while rows * 8 <= SMs - sm_margin (the SMs the caller leaves to
 // work beside the call; the head passes half the SMs when its step's start runs beside the GEMMs),
 // else 4.
 int sel_regs_splits(int64_t rows, int64_t sm_margin, const cudaDeviceProp* prop) {
-  static const int forced = env_pow2("XPRESS_EXT_TOPC_SPLITS", 0);
+  const int forced = forced_topc_splits();
   if (forced != 0) return forced;
   return rows * 8 <= prop->multiProcessorCount - sm_margin ? 8 : 4;
 }
@@ -793,8 +800,8 @@ int sel_regs_splits(int64_t rows, int64_t sm_margin, const cudaDeviceProp* prop)
 // Whether a call takes the register kernel (topc_select.cuh): a 16-bit dtype, V a multiple of 8
 // up to kSelRegsMaxV, rows 16-byte aligned, c within the row's chunks, and the rows one per
 // cluster on the SMs at once (rows * CTAs a row <= SMs: one wave).  H200, bf16, V = 151,936,
-// C = 512, 15 rows, graph replay (benchmarks/topc_regs_probe.cu): 7.5 us with 8 CTAs a row, 8.2-8.3
-// with 4, against 12.6 for the cluster kernel (session 63); at 60 rows (clusters in waves, session
+// C = 512, 15 rows, graph replay (benchmarks/topc_regs_probe.cu): 6.9 us with 8 CTAs a row, 8.0
+// with 4, against 12.6 for the cluster kernel (session 64); at 60 rows (clusters in waves, session
 // 62's build) 20.3 / 18.2 against 15.8, so not beyond one wave.  XPRESS_EXT_TOPC_KERNEL=stream never takes it,
 // =regs takes it wherever the first four conditions hold (at any row count up to 65,535: a row
 // is a grid row, without the cluster kernel's loop over rows); XPRESS_EXT_TOPC_CTA (a shape of

@@ -903,10 +903,15 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
 // the vectors a rank owns) once, and keeps them: V a multiple of 8, rows 16-byte aligned, V <=
 // kSplits * 512 * kVecs * 8.  Keys are the values' own 16-bit order (sel_key16).  A thread's
 // elements form one chunk; c must not exceed the threads that hold elements (sel_regs_chunks).
-//   1. Each thread's largest key (a max.NaN tree over its words, one key); the CTA's least and
-//      largest of these, exchanged over one cluster barrier (the window of chunk maxima).
-//   2. tau = the c-th largest chunk max (radix_select's passes, 256 bins, stopping at bins of
-//      at most 4 keys): at least c elements reach it.
+//   1. Each thread's largest key (a max.NaN tree over its words, one key); per CTA the largest
+//      of these and a bound: the lower end of the bin (256 over the CTA's own range of them)
+//      holding its m-th largest, m = ceil(c / kSplits) -- no cluster traffic.  Both exchanged
+//      over one cluster barrier.
+//   2. tau = the least of the ranks' bounds: every rank has m chunk maxima at or above it, so
+//      at least c elements reach it.  Where the bounds are more than 1/8 of a binade apart (a
+//      row whose top is not spread evenly over the ranks), tau is the c-th largest chunk max
+//      instead (radix passes from the least bound, 256 bins, stopping at bins of at most 4
+//      keys, each with a cluster barrier), as it always was before session 64.
 //   3. The elements >= tau (one set.gtu bf16x2 / f16x2 comparison a word against the float just
 //      below tau, sel_below16) compacted by each warp into its own segment of shared memory in
 //      id order (per slot an 8-bit mask, one warp scan of the slots' counts in 9-bit fields; a
@@ -918,10 +923,13 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
 //      histograms (as the cluster kernel); writes from shared memory.
 // Every input takes these steps: the list holds the whole slice, so ties and NaN rows only take
 // more radix passes, never a fallback.  H200, bf16, V = 151,936, C = 512, 15 rows, with the fused
-// argmax (benchmarks/topc_regs_probe.cu, graph replay of 20 launches): 7.5 us with 8 CTAs a row
-// (5 vectors a thread) and 8.2-8.3 with 4 (10 vectors), against 12.6 for the cluster kernel above
-// with 4 CTAs a row (session 62's build, before the single comparison, the loop-free first
-// element and the argmax in the selection's pass: 8.0 / 9.0); keeping the participants in
+// argmax (benchmarks/topc_regs_probe.cu, graph replay of 20 launches): 6.9 us with 8 CTAs a row
+// (5 vectors a thread) and 8.0 with 4 (10 vectors), against 12.6 for the cluster kernel above
+// with 4 CTAs a row (session 63's build, tau always the cluster-wide radix pass: 7.5 / 8.3;
+// session 62's, before the single comparison, the loop-free first element and the argmax in the
+// selection's pass: 8.0 / 9.0).  On rows whose top is not spread over the ranks the tau pass
+// still runs: a ramp of +-4 over the ids 8.7 / 11.4 against 9.2 / 11.5, the top in the last
+// sixteenth of the row 22.0 / 37.8 against 21.0 / 36.5 (the bounds' step for nothing).  Keeping the participants in
 // registers instead of a list (per-thread bit walks in every step) took 11.8 / 16.1 us, and
 // pushing the window's ends or the histograms into the peers before each cluster barrier
 // (instead of reading them after it) was 0.15-0.25 us slower.  The launcher's choice of 4 or 8:
@@ -1006,7 +1014,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   cg::cluster_group cluster = cg::this_cluster();
   __shared__ __align__(16) uint32_t hist[2][kSelBins];
   __shared__ __align__(16) uint32_t hist_sum[kSelBins];
-  __shared__ uint32_t cta_lo, cta_hi, win[2];
+  __shared__ uint32_t cta_lo, cta_hi, cta_bound, win[3];
   __shared__ unsigned long long lower_total;
   __shared__ uint32_t cta_amin;
   constexpr int kWarps = kThreads / 32;
@@ -1067,19 +1075,48 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
       atomicMax(&cta_hi, whi);
     }
   }
-  cluster.sync();  // 1: the window's ends
+  __syncthreads();
+  // This CTA's bound: the lower end of the bin (256 over its own chunk maxima's range) that holds
+  // its m-th largest chunk max, m = ceil(c / kSplits); 1 (below every real key) if it has fewer
+  // than m chunks.  Every rank has at least m chunk maxima at or above its bound, so at least c
+  // elements reach the least of the bounds (tau below): no element under it is in the top c.
+  {
+    const uint32_t llo = cta_lo, lhi = cta_hi;
+    const int lshift = lhi > llo ? max(0, 32 - __clz(lhi - llo) - 8) : 0;
+    if (tm != 0) atomicAdd(&hist[1][(tm - llo) >> lshift], 1u);
+    __syncthreads();
+    if (warp == 0) {
+      const uint32_t m = static_cast<uint32_t>((p.c + kSplits - 1) / kSplits);
+      uint32_t cnt[8];
+      uint32_t above = sel_lane_bins(hist[1], lane, cnt);
+      int fk = -1;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        if (above < m && m <= above + cnt[k]) fk = k;
+        above += cnt[k];
+      }
+      const unsigned who = __ballot_sync(0xFFFFFFFFu, fk >= 0);
+      const int src = who != 0 ? __ffs(who) - 1 : 0;
+      const int bin = sel_lane_first(src) + 7 - __shfl_sync(0xFFFFFFFFu, fk, src);
+      if (lane == 0) cta_bound = who == 0 ? 1u : llo + (static_cast<uint32_t>(bin) << lshift);
+    }
+  }
+  cluster.sync();  // 1: the bounds and the row's largest key
   XPRESS_SEL_REGS_MARK(2);
-  // Warp 0 reads the ranks' ends (lane r: rank r) for the CTA.
+  // Warp 0 reads the ranks' bounds and largest keys (lane r: rank r) for the CTA.
   if (warp == 0) {
-    const uint32_t l = __reduce_min_sync(0xFFFFFFFFu, lane < kSplits ? *cluster.map_shared_rank(&cta_lo, lane) : 0xFFFFu);
+    const uint32_t bound = lane < kSplits ? *cluster.map_shared_rank(&cta_bound, lane) : 0u;
     const uint32_t h = __reduce_max_sync(0xFFFFFFFFu, lane < kSplits ? *cluster.map_shared_rank(&cta_hi, lane) : 0u);
+    const uint32_t l = __reduce_min_sync(0xFFFFFFFFu, lane < kSplits ? bound : 0xFFFFu);
+    const uint32_t b = __reduce_max_sync(0xFFFFFFFFu, bound);
     if (lane == 0) {
       win[0] = l;
       win[1] = h;
+      win[2] = b;
     }
   }
   __syncthreads();
-  const uint32_t lo = win[0], hi = win[1];
+  const uint32_t hi = win[1];
   // Radix select of the need-th largest of the items offered (cluster-wide); every warp finds the
   // bin from the summed histogram.  Threads < 256 return their share of the lower ranks' items above
   // the final bin (lower_gt) and in it (lower_eq).
@@ -1141,14 +1178,23 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
       if (bcnt == need || shift <= stop_shift) return SelRegTh{wlo, whi, need};
     }
   };
-  const SelRegTh tau = select(static_cast<uint32_t>(p.c), lo, hi, 2, [&](uint32_t a, uint32_t z, auto&& f) {
-    if (tm >= a && tm <= z) f(tm);
-  });
+  // Where the ranks' bounds are far apart (rows whose top is not spread evenly over the ranks:
+  // the least bound would let in many more than c elements), tau is the c-th largest chunk max
+  // instead, a radix select over them from the least bound up (256 bins a pass, stopping at bins
+  // of at most 4 keys), with its own cluster barrier.  The test reads the same values in every
+  // rank, so the ranks take the same barriers.
+  constexpr uint32_t kSpread = std::is_same_v<T, __nv_bfloat16> ? 16u : 128u;  // 1/8 of a binade
+  uint32_t tau = win[0];
+  if (win[2] - win[0] > kSpread) {
+    tau = select(static_cast<uint32_t>(p.c), win[0], hi, 2, [&](uint32_t a, uint32_t z, auto&& f) {
+            if (tm >= a && tm <= z) f(tm);
+          }).lo;
+  }
   XPRESS_SEL_REGS_MARK(4);
   // The participants (key >= tau) compacted into shared memory in id order: raw bits | the
   // element's index in the slice << 16.  Per slot an 8-bit mask; warp scans (slot-major, then
   // lane: the id order of the warp's elements); warp totals.
-  const uint32_t t2 = sel_below16<T>(tau.lo) * 0x10001u;
+  const uint32_t t2 = sel_below16<T>(tau) * 0x10001u;
   uint32_t mask[kVecs];
   // Slot counts (<= 8 each, <= 256 over a warp) in 9-bit fields, seven to a 64-bit word, one
   // warp scan a word.
@@ -1156,7 +1202,7 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   uint64_t pk[kWords];
 #pragma unroll
   for (int w = 0; w < kWords; ++w) pk[w] = 0;
-  const bool reach = tm >= tau.lo;  // some element of this thread reaches tau
+  const bool reach = tm >= tau;  // some element of this thread reaches tau
 #pragma unroll
   for (int i = 0; i < kVecs; ++i) {
     // Each compare gives 0xFFFF or 0 a half, so any bit of a half is the result: bits 2q and 2q + 16
@@ -1213,18 +1259,24 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
   const uint32_t ppt = (run + 31) / 32;
   const uint32_t p0 = min(lane * ppt, run), p1 = min(p0 + ppt, run);
   auto item_key = [&](uint32_t e) { return sel_key16<T>(e); };
-  // Each pass's offer also finds the CTA's argmax candidate, before the pass's cluster barrier:
-  // the lowest id whose key is the row's largest (hi; all such elements take part).
-  const SelRegTh sel = select(static_cast<uint32_t>(p.c), tau.lo, hi, 0, [&](uint32_t a, uint32_t z, auto&& f) {
-    uint32_t amin = 0xFFFFFFFFu;
-    for (uint32_t k = p0; k < p1; ++k) {
-      const uint32_t e = seg[k], kp = item_key(e);
-      if (kp >= a && kp <= z) f(kp);
-      if (kp == hi) amin = min(amin, e >> 16);
-    }
-    if (p.blk != nullptr) {
+  // The selection's first pass also finds the CTA's argmax candidate, before the pass's cluster
+  // barrier: the lowest id whose key is the row's largest (hi; all such elements take part).
+  const int first_sel_pass = pass;
+  const SelRegTh sel = select(static_cast<uint32_t>(p.c), tau, hi, 0, [&](uint32_t a, uint32_t z, auto&& f) {
+    if (p.blk != nullptr && pass == first_sel_pass) {
+      uint32_t amin = 0xFFFFFFFFu;
+      for (uint32_t k = p0; k < p1; ++k) {
+        const uint32_t e = seg[k], kp = item_key(e);
+        if (kp >= a && kp <= z) f(kp);
+        if (kp == hi) amin = min(amin, e >> 16);
+      }
       amin = __reduce_min_sync(0xFFFFFFFFu, amin);
       if (lane == 0 && amin != 0xFFFFFFFFu) atomicMin(&cta_amin, id0 + amin);
+      return;
+    }
+    for (uint32_t k = p0; k < p1; ++k) {
+      const uint32_t kp = item_key(seg[k]);
+      if (kp >= a && kp <= z) f(kp);
     }
   });
   XPRESS_SEL_REGS_MARK(6);
