@@ -285,6 +285,34 @@ __device__ __forceinline__ uint32_t sel_lane_bins(const uint32_t* total_h, int l
   return sel_warp_scan(sum, lane) - sum;
 }
 
+// The bin of a 256-bin histogram that holds its need-th largest item, found by a whole warp
+// (sel_lane_bins): the bin, the items still needed in it and its count, the same in every lane;
+// found is false (bin 255) when the histogram holds fewer than need items.
+struct SelWarpBin {
+  int bin;
+  uint32_t need, count;
+  bool found;
+};
+__device__ __forceinline__ SelWarpBin sel_warp_bin(const uint32_t* total_h, int lane, uint32_t need) {
+  uint32_t cnt[8];  // cnt[k]: bin sel_lane_first(lane) + 7 - k
+  uint32_t above = sel_lane_bins(total_h, lane, cnt);
+  int fk = -1;
+  uint32_t fneed = 0, fcnt = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    if (above < need && need <= above + cnt[k]) {
+      fk = k;
+      fneed = need - above;
+      fcnt = cnt[k];
+    }
+    above += cnt[k];
+  }
+  const unsigned who = __ballot_sync(0xFFFFFFFFu, fk >= 0);
+  const int src = who != 0 ? __ffs(who) - 1 : 0;
+  return SelWarpBin{sel_lane_first(src) + 7 - __shfl_sync(0xFFFFFFFFu, fk, src), __shfl_sync(0xFFFFFFFFu, fneed, src),
+                    __shfl_sync(0xFFFFFFFFu, fcnt, src), who != 0};
+}
+
 // Phase timestamps for benchmarks/topc_select_phases.cu: a build that defines
 // XPRESS_SEL_PROBE (as the name of a device array) records clock64() at each phase of a CTA's
 // first row.  A probe build with XPRESS_SEL_FAKE_L2 copies the listed sub-chunks from row 0's
@@ -1086,19 +1114,8 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
     if (tm != 0) atomicAdd(&hist[1][(tm - llo) >> lshift], 1u);
     __syncthreads();
     if (warp == 0) {
-      const uint32_t m = static_cast<uint32_t>((p.c + kSplits - 1) / kSplits);
-      uint32_t cnt[8];
-      uint32_t above = sel_lane_bins(hist[1], lane, cnt);
-      int fk = -1;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (above < m && m <= above + cnt[k]) fk = k;
-        above += cnt[k];
-      }
-      const unsigned who = __ballot_sync(0xFFFFFFFFu, fk >= 0);
-      const int src = who != 0 ? __ffs(who) - 1 : 0;
-      const int bin = sel_lane_first(src) + 7 - __shfl_sync(0xFFFFFFFFu, fk, src);
-      if (lane == 0) cta_bound = who == 0 ? 1u : llo + (static_cast<uint32_t>(bin) << lshift);
+      const SelWarpBin f = sel_warp_bin(hist[1], lane, static_cast<uint32_t>((p.c + kSplits - 1) / kSplits));
+      if (lane == 0) cta_bound = f.found ? llo + (static_cast<uint32_t>(f.bin) << lshift) : 1u;
     }
   }
   cluster.sync();  // 1: the bounds and the row's largest key
@@ -1150,24 +1167,10 @@ __global__ void __launch_bounds__(kSelRegThreads, 1) topc_select_regs_kernel(con
         hist_sum[tid] = v;
       }
       __syncthreads();
-      uint32_t cnt[8];  // cnt[k]: bin sel_lane_first(lane) + 7 - k
-      uint32_t above = sel_lane_bins(hist_sum, lane, cnt);
-      int fk = -1;
-      uint32_t fneed = 0, fcnt = 0;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        if (above < need && need <= above + cnt[k]) {
-          fk = k;
-          fneed = need - above;
-          fcnt = cnt[k];
-        }
-        above += cnt[k];
-      }
-      const unsigned who = __ballot_sync(0xFFFFFFFFu, fk >= 0);
-      const int src = __ffs(who) - 1;  // the host guarantees enough items
-      const int bin = sel_lane_first(src) + 7 - __shfl_sync(0xFFFFFFFFu, fk, src);
-      need = __shfl_sync(0xFFFFFFFFu, fneed, src);
-      const uint32_t bcnt = __shfl_sync(0xFFFFFFFFu, fcnt, src);
+      const SelWarpBin f = sel_warp_bin(hist_sum, lane, need);  // found: the host guarantees enough items
+      const int bin = f.bin;
+      need = f.need;
+      const uint32_t bcnt = f.count;
       const uint32_t nlo = wlo + (static_cast<uint32_t>(bin) << shift);
       const uint32_t width = (1u << shift) - 1u;
       whi = whi - nlo > width ? nlo + width : whi;
