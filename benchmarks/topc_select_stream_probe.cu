@@ -21,9 +21,13 @@
 //   stagger K x S             (mode `stagger`) the k-th CTA of each SM (k < K, by launch order)
 //                             waits k x S cycles before its first row
 //   split ..., 2 / SM         (mode `split`) split CTAs at two an SM, 4-8 loads a thread
+//   ..., pipelined / pure max (mode `pipe`, session 65) the next tiles' loads issued before the
+//                             current ones are summarised; or no summary, only a max of the words;
+//                             rotating: each tile's registers reloaded once it is summarised;
+//                             pairs: a lane loads a whole 16-element sub-chunk (two vectors)
 //
 //   nvcc -std=c++17 -O3 -I csrc -I benchmarks -gencode=arch=compute_90,code=sm_90 \
-//        benchmarks/topc_select_stream_probe.cu -o /tmp/stream_probe && /tmp/stream_probe [stagger|split]
+//        benchmarks/topc_select_stream_probe.cu -o /tmp/stream_probe && /tmp/stream_probe [stagger|split|pipe]
 //
 // It prints a markdown table (variant, CTAs per SM, shared memory per CTA, rows, D, µs, GB/s);
 // benchmarks/RESULTS.md (sessions 22 and 23) gives H200 runs and what they show.
@@ -90,6 +94,151 @@ __device__ __forceinline__ void stream_row(const T* row, int tid, Summary& s, F&
   }
 }
 
+// The same stream software-pipelined (session 65): the next iteration's kLoads tiles are issued
+// before the current ones go through take(), so a warp keeps loads in flight while it works.
+// kPure: no summary, only an integer max of the words (the loads' floor for this layout).
+template <int kThreads, int kLoads, bool kPipe, bool kPure>
+__device__ __forceinline__ void stream_row2(const T* row, int tid, Summary& s) {
+  constexpr int kWarps = kThreads / 32;
+  const int4* xs = reinterpret_cast<const int4*>(row);
+  const int lane = tid % 32, warp = tid / 32;
+  uint32_t acc = 0;
+  auto load = [&](int4 (&v)[kLoads], int t0) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int vi = (t0 + u * kWarps) * 32 + lane;
+      v[u] = vi >= kVecs ? make_int4(0, 0, 0, 0) : xs[vi];
+    }
+  };
+  auto use = [&](const int4 (&v)[kLoads], int t0) {
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      if constexpr (kPure) {
+        acc = max(acc, max(max(static_cast<uint32_t>(v[u].x), static_cast<uint32_t>(v[u].y)),
+                           max(static_cast<uint32_t>(v[u].z), static_cast<uint32_t>(v[u].w))));
+      } else {
+        take((t0 + u * kWarps) * 32 + lane, v[u], s);
+      }
+    }
+  };
+  int4 v[kLoads];
+  int t0 = warp;
+  load(v, t0);
+  for (; t0 * 32 < kVecs; t0 += kWarps * kLoads) {
+    if constexpr (kPipe) {
+      int4 w[kLoads];
+      load(w, t0 + kWarps * kLoads);  // past the row's end: zeros, no load
+      use(v, t0);
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) v[u] = w[u];
+    } else {
+      use(v, t0);
+      load(v, t0 + kWarps * kLoads);
+    }
+  }
+  if constexpr (kPure) {
+    if (acc == 0x7FFF7FFFu) s.chunk_max[tid] = acc;  // keeps the loads
+  }
+}
+
+template <int kThreads, int kLoads, bool kPipe, bool kPure, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) row_cta2(const T* x, int rows, long long D, uint32_t* out);
+
+// Pairs (session 65): a lane loads two consecutive vectors, one whole 16-element sub-chunk, so
+// its maximum needs no shuffle, and a chunk is 8 lanes (3 shuffles): per 16 elements one key
+// conversion pair and 3 shuffles instead of two pairs and 8.  kPairs pairs a lane in flight;
+// kRotate: each pair's registers load the next step's pair once it is summarised.
+__device__ __forceinline__ void take_pair(int sub, const int4& a, const int4& b, Summary& s) {
+  constexpr int kSubs = kVecs / 2;
+  const int lane = threadIdx.x % 32;
+  int4 m;
+  m.x = static_cast<int>(k::max_nan2(static_cast<uint32_t>(a.x), static_cast<uint32_t>(b.x), static_cast<T*>(nullptr)));
+  m.y = static_cast<int>(k::max_nan2(static_cast<uint32_t>(a.y), static_cast<uint32_t>(b.y), static_cast<T*>(nullptr)));
+  m.z = static_cast<int>(k::max_nan2(static_cast<uint32_t>(a.z), static_cast<uint32_t>(b.z), static_cast<T*>(nullptr)));
+  m.w = static_cast<int>(k::max_nan2(static_cast<uint32_t>(a.w), static_cast<uint32_t>(b.w), static_cast<T*>(nullptr)));
+  uint32_t key = sub < kSubs ? k::vec_max_key<T>(m) : 0u;
+  if (sub < kSubs) s.sub_max[sub] = static_cast<uint16_t>(key >> 16);
+#pragma unroll
+  for (int off = 1; off < 8; off <<= 1) {
+    const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
+    key = o > key ? o : key;
+  }
+  if (lane % 8 == 0 && sub < kSubs) s.chunk_max[sub / 8] = key;
+}
+
+template <int kThreads, int kPairs, bool kRotate>
+__device__ __forceinline__ void stream_row3(const T* row, int tid, Summary& s) {
+  constexpr int kWarps = kThreads / 32, kSubs = kVecs / 2, kStep = kWarps * kPairs;
+  const int4* xs = reinterpret_cast<const int4*>(row);
+  const int lane = tid % 32, warp = tid / 32;
+  auto ld = [&](int t, int4& a, int4& b) {  // warp tile t's pair for this lane
+    const int sub = t * 32 + lane;
+    a = sub < kSubs ? xs[2 * sub] : make_int4(0, 0, 0, 0);
+    b = sub < kSubs ? xs[2 * sub + 1] : make_int4(0, 0, 0, 0);
+  };
+  if constexpr (kRotate) {
+    int4 a[kPairs], b[kPairs];
+#pragma unroll
+    for (int u = 0; u < kPairs; ++u) ld(warp + u * kWarps, a[u], b[u]);
+    for (int t0 = warp; t0 * 32 < kSubs; t0 += kStep) {
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) {
+        take_pair((t0 + u * kWarps) * 32 + lane, a[u], b[u], s);
+        ld(t0 + kStep + u * kWarps, a[u], b[u]);
+      }
+    }
+  } else {
+    for (int t0 = warp; t0 * 32 < kSubs; t0 += kStep) {
+      int4 a[kPairs], b[kPairs];
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) ld(t0 + u * kWarps, a[u], b[u]);
+#pragma unroll
+      for (int u = 0; u < kPairs; ++u) take_pair((t0 + u * kWarps) * 32 + lane, a[u], b[u], s);
+    }
+  }
+}
+
+// The original tiles, rotating (as topc_select's wide CTA since session 65).
+template <int kThreads, int kLoads, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) row_cta2r(const T* x, int rows, long long D, uint32_t* out) {
+  __shared__ __align__(16) Summary s;
+  constexpr int kWarps = kThreads / 32, kStep = kWarps * kLoads;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + static_cast<int64_t>(r) * kV;
+    const int4* xs = reinterpret_cast<const int4*>(row);
+    auto tile = [&](int t) {
+      const int vi = t * 32 + lane;
+      return vi < kVecs ? xs[vi] : make_int4(0, 0, 0, 0);
+    };
+    int4 v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) v[u] = tile(warp + u * kWarps);
+    for (int t0 = warp; t0 * 32 < kVecs; t0 += kStep) {
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        take((t0 + u * kWarps) * 32 + lane, v[u], s);
+        v[u] = tile(t0 + kStep + u * kWarps);
+      }
+    }
+    __syncthreads();
+    fake_select(row, threadIdx.x, kThreads, D, s, out + r);
+    __syncthreads();
+  }
+}
+
+template <int kThreads, int kPairs, bool kRotate, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) row_cta3(const T* x, int rows, long long D, uint32_t* out) {
+  __shared__ __align__(16) Summary s;
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + static_cast<int64_t>(r) * kV;
+    stream_row3<kThreads, kPairs, kRotate>(row, threadIdx.x, s);
+    __syncthreads();
+    fake_select(row, threadIdx.x, kThreads, D, s, out + r);
+    __syncthreads();
+  }
+}
+
 // The stand-in for the selection steps (tid: index among the nthreads that run it).
 __device__ __forceinline__ void fake_select(const T* row, int tid, int nthreads, long long D, const Summary& s,
                                             uint32_t* out) {
@@ -147,6 +296,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) row_cta(const T* x, int 
     stream_row<kThreads, kLoads, kNoL1>(row, threadIdx.x, s, [&](int it) {
       if (kAhead > 0 && threadIdx.x == 0) prefetch(it + kAhead);
     });
+    __syncthreads();
+    fake_select(row, threadIdx.x, kThreads, D, s, out + r);
+    __syncthreads();
+  }
+}
+
+template <int kThreads, int kLoads, bool kPipe, bool kPure, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) row_cta2(const T* x, int rows, long long D, uint32_t* out) {
+  __shared__ __align__(16) Summary s;
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* row = x + static_cast<int64_t>(r) * kV;
+    stream_row2<kThreads, kLoads, kPipe, kPure>(row, threadIdx.x, s);
     __syncthreads();
     fake_select(row, threadIdx.x, kThreads, D, s, out + r);
     __syncthreads();
@@ -291,6 +452,25 @@ int main(int argc, char** argv) {
           std::snprintf(name, sizeof(name), "row 512 thr, 4 loads, 2 / SM, stagger 2 x %lld", S);
           run(name, row_cta<512, 4, 0, 2, false, 2>, 512, 2, 0, false, rows, D);
         }
+      }
+    }
+    return 0;
+  }
+  if (argc > 1 && std::string(argv[1]) == "pipe") {  // session 65: loads in flight while a warp works
+    for (int rows : {480, 3840}) {
+      for (long long D : {0LL, 30000LL}) {
+        run("row 256 thr, 4 loads (topc_select's narrow shape)", row_cta<256, 4, 0, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 4 loads, loop as pipe's, not pipelined", row_cta2<256, 4, false, false, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 4 loads, pipelined", row_cta2<256, 4, true, false, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 2 loads, pipelined", row_cta2<256, 2, true, false, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 3 loads, pipelined", row_cta2<256, 3, true, false, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 4 loads, pure max", row_cta2<256, 4, false, true, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 4 loads, pure max, pipelined", row_cta2<256, 4, true, true, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 8 loads, pure max", row_cta2<256, 8, false, true, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 2 pairs", row_cta3<256, 2, false, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 2 pairs, rotating", row_cta3<256, 2, true, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 3 pairs", row_cta3<256, 3, false, 4>, 256, 4, 0, false, rows, D);
+        run("row 256 thr, 4 loads, rotating", row_cta2r<256, 4, 4>, 256, 4, 0, false, rows, D);
       }
     }
     return 0;

@@ -155,6 +155,28 @@ def test_threshold_window(device, band, cta):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_short_last_sub_chunk(device, dtype, cta):
+    """Every value negative, and a row's 16-byte vectors not a whole number of the stream's
+    lane loads (a lane of the CUDA kernel loads two or four vectors: whole sub-chunks): V = 5,000
+    for 16-bit rows (625 vectors), 5,004 for fp32 (1,251).  The missing vectors of the short last
+    load must add nothing to its sub-chunk's and chunk's maxima -- zeros there would read as +0,
+    above every value, and c = 1 would select nothing real.  Row 1's largest value lies in that
+    last load's valid vector, row 2's on its last element."""
+    V = 5_004 if dtype == torch.float32 else 5_000
+    rows = -(torch.randn(3, V, generator=gen(V)).abs() + 1.0)
+    rows[1, V - 9] = -0.5
+    rows[2, V - 1] = -0.25
+    logits = rows.to(dtype).to(device)
+    for c in (1, 7, 40):
+        blk = blk_with_sentinel(3, 2, device)
+        values, ids = run(logits, c, blk=blk)
+        assert_selected(logits, c, values, ids)
+        assert torch.equal(blk[:, 1].cpu(), rule_argmax(logits))
+    assert int(blk[1, 1]) == V - 9 and int(blk[2, 1]) == V - 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_fused_argmax(device, dtype, cta):
     """blk[n, 1 + b] = argmax of row n * (B - 1) + b (add_argmax_to_blk's rule with a zero bias);
     slot 0 and the outputs of the other rows are untouched."""

@@ -15,9 +15,9 @@
 // builds a 256-bin histogram in shared memory; one warp sums the cluster's histograms through
 // distributed shared memory (coalesced 16-byte reads) and finds the bin.
 //   1. Stream the slice once from HBM (16-byte loads, kSelUnroll per thread in flight): per
-//      chunk its max key, and per sub-chunk the top 16 bits of its max key (a NaN-propagating
-//      max over each vector, one key per vector, shuffles across the lanes of a sub-chunk, then
-//      of a chunk) -- about one instruction per element.
+//      chunk its max key, and per sub-chunk the top 16 bits of its max key (a lane loads whole
+//      sub-chunks, 32 contiguous bytes: a NaN-propagating max over its vectors, one key per
+//      sub-chunk, then shuffles across the lanes of a chunk) -- under one instruction an element.
 //   2. tau = the c-th largest chunk max (a radix select over the chunk maxima, over the window
 //      of their own range, which the stream also measures: one pass for typical 16-bit rows; for
 //      those it may end at the lower end of a bin of up to 4 kp values): at least c elements
@@ -63,6 +63,35 @@ constexpr int kSelMaxChunksPerThread = 8;
 #define XPRESS_SEL_UNROLL 4
 #endif
 constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in flight in the stream
+// The stream's layout (session 65).  A lane loads whole sub-chunks, 32 contiguous bytes (two
+// 16-byte vectors: one 16-element sub-chunk in the narrow CTA, two 8-element ones in the wide
+// CTA), so a sub-chunk's maximum takes no shuffle and a chunk's 2 (wide) or 3 (narrow), against
+// 3 and 4 a vector before, when each lane loaded one vector of a warp tile.  The wide CTA's loop
+// also rotates: each tile's registers load the next step's tile as soon as it is summarised, so
+// a warp keeps loads in flight while it summarises the others.  H200, bf16, V = 151,936, C = 512:
+// - bench.py's case (rows of base_full[:, 1:], inputs rotated past L2, fused argmax), against the
+//   build before, alternating twice in one call, µs at N = 1 / 4 / 16 / 32 / 64 / 128 / 256:
+//   7.4-7.5 / 17.3-17.4 / 31.7 / 55.1-55.2 / 103.4-103.5 / 194.8-195.5 / 369.5-370.1 against
+//   7.4-7.6 / 18.3-18.4 / 31.8-32.0 / 54.4 / 103.9-104.4 / 195.3-195.9 / 376.1-377.7 (N = 1 is
+//   the register kernel, unchanged): faster except at N = 32 (480 rows, one wave of narrow CTAs),
+//   0.7 µs slower (not separated further; there each load instruction of a lane's pair spans
+//   twice the sectors of a one-vector tile, and the one wave's stream has no selection beside it);
+// - topc_select_phases.cu (dense rows, the same every replay; two alternations; this layout
+//   / before / others): 3840 rows x 1 CTA (narrow) 370.6-371.0 / 379.8-380.0 / four vectors a
+//   lane 369.6-369.8; 480 x 1 (narrow) 53.2-53.4 / 54.2-54.4 / four vectors 54.2, one rotating
+//   56.6; 240 x 1 (wide) 30.2-30.3 / 31.2-31.4 / one vector rotating 30.7; 60 x 2 (wide)
+//   14.7 / 15.0-15.3 / one vector rotating 14.8; 15 x 4 (wide) 11.9 / 12.5 / 12.4.
+// Loading a whole next step before summarising this one spilled in the stream (509 / 76.6 / 40.7
+// µs at 3840 / 480 / 240 rows); six loads in flight a lane took 427 / 62.5 / 35.0.
+// XPRESS_SEL_ROTATE=0|1 and XPRESS_SEL_SPL=n (sub-chunks a lane) force a layout (A/B builds).
+#ifndef XPRESS_SEL_ROTATE
+#define XPRESS_SEL_ROTATE -1
+#endif
+#ifndef XPRESS_SEL_SPL
+#define XPRESS_SEL_SPL 0
+#endif
+template <int kThreads>
+constexpr bool kSelRotate = XPRESS_SEL_ROTATE < 0 ? kThreads == 512 : XPRESS_SEL_ROTATE != 0;
 constexpr int kSelSubBatch = 2;  // listed sub-chunks whose loads a thread issues together
 constexpr int kSelTauStopShift = 2;  // tau (16-bit rows) may stop at bins of at most 4 kp values
 
@@ -167,6 +196,15 @@ __device__ __forceinline__ uint32_t max_nan2(uint32_t a, uint32_t b, float*) {
 
 // The largest key of a 16-byte vector: a max.NaN tree, then one key.  Equal to the max of the
 // elements' keys: the key is monotone in the value, NaN is kept, and -0 / +0 share a key.
+// Lane-wise NaN-propagating max of two vectors (their 32-bit words as packed pairs / floats).
+template <typename T>
+__device__ __forceinline__ int4 vec_max_nan(const int4& a, const int4& b) {
+  auto m = [](int x, int y) {
+    return static_cast<int>(max_nan2(static_cast<uint32_t>(x), static_cast<uint32_t>(y), static_cast<T*>(nullptr)));
+  };
+  return make_int4(m(a.x, b.x), m(a.y, b.y), m(a.z, b.z), m(a.w, b.w));
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t vec_max_key(const int4& v) {
   uint32_t m = max_nan2(max_nan2(v.x, v.y, static_cast<T*>(nullptr)),
@@ -556,41 +594,77 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     };
     if constexpr (kVec) {
       constexpr int kV = kVecElems<T>;
-      constexpr int kLanesPerChunk = S::kChunk / kV;  // a chunk = this many consecutive lanes
-      constexpr int kLanesPerSub = S::kSub / kV;
+      // A lane takes kSpl whole consecutive sub-chunks (kVps vectors each), so a sub-chunk's
+      // maximum needs no shuffle and a chunk's (kSubsPerChunk / kSpl lanes) fewer.  Warp tiles of
+      // 32 x kSpl sub-chunks, kTiles a step (kSelUnroll loads a lane); the loop bound is uniform in
+      // the warp, so the shuffles see every lane.
+      constexpr int kVps = S::kSub / kV;
+      static_assert(kSelUnroll % kVps == 0, "a step's loads are whole sub-chunks");
+      constexpr int kSplWant = XPRESS_SEL_SPL > 0 ? XPRESS_SEL_SPL : (2 / kVps > 1 ? 2 / kVps : 1);
+      constexpr int kSpl = kSplWant * kVps <= kSelUnroll ? kSplWant : kSelUnroll / kVps;
+      constexpr int kTiles = kSelUnroll / (kVps * kSpl);
+      constexpr int kLanesPerChunk = S::kSubsPerChunk / kSpl;
       const int nvec = static_cast<int>(len / kV);  // slices are < 2^31 elements: 32-bit indices
+      const int nsub = (nvec + kVps - 1) / kVps;  // sub-chunks with a vector (the last may be short)
+      const int nlane = (nsub + kSpl - 1) / kSpl;  // lane-tiles of kSpl sub-chunks
       const int4* xs = reinterpret_cast<const int4*>(x + lo);
-      // Warp tiles of 32 consecutive vectors, kSelUnroll tiles in flight; the loop bound is
-      // uniform in the warp, so the shuffles see every lane.
-      // take(vi, v): vector vi (v, or nothing when vi >= nvec) into the maxima.
-      auto take = [&](int vi, const int4& v) {
-        uint32_t key = vi < nvec ? vec_max_key<T>(v) : 0u;
+      // tile(t, w): this lane's sub-chunks of warp tile t.  Past the slice's end no load; in a
+      // short last sub-chunk the missing vectors repeat its first, so they add nothing to its max.
+      auto tile = [&](int t, int4(&w)[kSpl][kVps]) {
 #pragma unroll
-        for (int off = 1; off < kLanesPerSub; off <<= 1) {
+        for (int q = 0; q < kSpl; ++q) {
+          const int v0 = ((t * 32 + lane) * kSpl + q) * kVps;
+          w[q][0] = v0 < nvec ? xs[v0] : make_int4(0, 0, 0, 0);
+#pragma unroll
+          for (int i = 1; i < kVps; ++i) w[q][i] = v0 + i < nvec ? xs[v0 + i] : w[q][0];
+        }
+      };
+      // take(l, w): lane-tile l's sub-chunks (w; nothing for those >= nsub) into the maxima.
+      auto take = [&](int l, const int4(&w)[kSpl][kVps]) {
+        uint32_t key = 0;
+#pragma unroll
+        for (int q = 0; q < kSpl; ++q) {
+          int4 m = w[q][0];
+#pragma unroll
+          for (int i = 1; i < kVps; ++i) m = vec_max_nan<T>(m, w[q][i]);
+          const int sub = l * kSpl + q;
+          const uint32_t k = sub < nsub ? vec_max_key<T>(m) : 0u;
+          if (sub < nsub) sub_max[sub] = static_cast<uint16_t>(k >> 16);
+          key = k > key ? k : key;
+        }
+#pragma unroll
+        for (int off = 1; off < kLanesPerChunk; off <<= 1) {
           const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
           key = o > key ? o : key;
         }
-        if (lane % kLanesPerSub == 0 && vi < nvec) sub_max[vi / kLanesPerSub] = static_cast<uint16_t>(key >> 16);
-#pragma unroll
-        for (int off = kLanesPerSub; off < kLanesPerChunk; off <<= 1) {
-          const uint32_t o = __shfl_xor_sync(0xFFFFFFFFu, key, off);
-          key = o > key ? o : key;
-        }
-        if (lane % kLanesPerChunk == 0 && vi < nvec) {
-          chunk_max[vi / kLanesPerChunk] = key;
+        if (lane % kLanesPerChunk == 0 && l < nlane) {
+          chunk_max[l / kLanesPerChunk] = key;
           thread_cmin = key < thread_cmin ? key : thread_cmin;
         }
-        thread_max = key > thread_max ? key : thread_max;  // 0 for vi >= nvec
+        thread_max = key > thread_max ? key : thread_max;  // 0 for l >= nlane
       };
-      for (int t0 = warp; t0 * 32 < nvec; t0 += S::kWarps * kSelUnroll) {  // kSelUnroll tiles in flight
-        int4 v[kSelUnroll];
+      constexpr int kStep = S::kWarps * kTiles;
+      if constexpr (kSelRotate<kThreads>) {
+        // Rotating: a tile's registers load the next step's tile as soon as it is summarised, so
+        // the warp keeps loads in flight while it summarises the others.
+        int4 w[kTiles][kSpl][kVps];
 #pragma unroll
-        for (int u = 0; u < kSelUnroll; ++u) {
-          const int vi = (t0 + u * S::kWarps) * 32 + lane;
-          v[u] = vi < nvec ? xs[vi] : make_int4(0, 0, 0, 0);  // no value carried between tiles
+        for (int u = 0; u < kTiles; ++u) tile(warp + u * S::kWarps, w[u]);
+        for (int t0 = warp; t0 * 32 < nlane; t0 += kStep) {
+#pragma unroll
+          for (int u = 0; u < kTiles; ++u) {
+            take((t0 + u * S::kWarps) * 32 + lane, w[u]);
+            tile(t0 + kStep + u * S::kWarps, w[u]);
+          }
         }
+      } else {
+        for (int t0 = warp; t0 * 32 < nlane; t0 += kStep) {
+          int4 w[kTiles][kSpl][kVps];
 #pragma unroll
-        for (int u = 0; u < kSelUnroll; ++u) take((t0 + u * S::kWarps) * 32 + lane, v[u]);
+          for (int u = 0; u < kTiles; ++u) tile(t0 + u * S::kWarps, w[u]);  // no value carried between steps
+#pragma unroll
+          for (int u = 0; u < kTiles; ++u) take((t0 + u * S::kWarps) * 32 + lane, w[u]);
+        }
       }
       __syncthreads();
       // The < kV tail elements lie in one sub-chunk (kV divides S::kSub).
