@@ -6,7 +6,8 @@
 //   nvcc -std=c++17 -O3 -I csrc -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/topc_select_phases.cu -o /tmp/phases && \
 //        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS [BLK]]]]   (THREADS: 512 wide, 256 narrow;
-//        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it)
+//        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it;
+//        XPRESS_PHASES_COPIES=k: the launches rotate over k copies of the input)
 //
 // The marks are global stores by each CTA's thread 0, and they move the times, by different
 // amounts in different builds (session 61: 32.4 against 31.3 us a launch at 240 rows, 12.7
@@ -44,11 +45,15 @@ int main(int argc, char** argv) {
   using T = __nv_bfloat16;
   T *x, *vals;
   int64_t *ids, *blk;
-  CK(cudaMalloc(&x, rows * V * sizeof(T)));
+  // XPRESS_PHASES_COPIES=k (default 1): k copies of the input, the launches rotating over them,
+  // so that with k x rows x V x 2 bytes past L2 every launch reads HBM as bench.py's case does.
+  const char* copies_env = std::getenv("XPRESS_PHASES_COPIES");
+  const int copies = copies_env ? std::max(1, std::atoi(copies_env)) : 1;
+  CK(cudaMalloc(&x, copies * rows * V * sizeof(T)));
   CK(cudaMalloc(&blk, (rows + 1) * sizeof(int64_t)));
   CK(cudaMalloc(&vals, rows * c * sizeof(T)));
   CK(cudaMalloc(&ids, rows * c * sizeof(int64_t)));
-  fill_normal<<<1024, 256>>>(x, rows * V, 1234u);
+  fill_normal<<<1024, 256>>>(x, copies * rows * V, 1234u);
   k::TopcSelectArgs<T> a = dense_topc_args<k::TopcSelectArgs<T>>(x, vals, ids, with_blk ? blk : nullptr, rows, V, c);
   const int chunk = threads == 256 ? k::SelNarrow::kChunk : k::SelWide::kChunk;
   a.slice = ((V + splits - 1) / splits + chunk - 1) / chunk * chunk;
@@ -72,7 +77,14 @@ int main(int argc, char** argv) {
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cfg.stream = st;
-  const LaunchTimes tm = time_launches(st, [&](cudaStream_t) { CK(cudaLaunchKernelEx(&cfg, kernel, a)); });
+  int launch_no = 0;
+  const LaunchTimes tm = time_launches(st, [&](cudaStream_t) {
+    k::TopcSelectArgs<T> ai = a;
+    ai.logits = x + (launch_no++ % copies) * rows * V;
+    CK(cudaLaunchKernelEx(&cfg, kernel, ai));
+  });
+  CK(cudaLaunchKernelEx(&cfg, kernel, a));  // the checks below read copy 0's outputs
+  CK(cudaDeviceSynchronize());
   // Exactness on the first two and last two rows against a stable descending sort of the keys.
   int bad = 0;
   {
