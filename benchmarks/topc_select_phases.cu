@@ -7,7 +7,8 @@
 //        benchmarks/topc_select_phases.cu -o /tmp/phases && \
 //        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS [BLK]]]]   (THREADS: 512 wide, 256 narrow;
 //        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it;
-//        XPRESS_PHASES_COPIES=k: the launches rotate over k copies of the input)
+//        XPRESS_PHASES_COPIES=k: the launches rotate over k copies of the input;
+//        XPRESS_PHASES_SLOTS=16: the rows laid out as base_full[:, 1:] of a [N, 16, V] tensor)
 //
 // The marks are global stores by each CTA's thread 0, and they move the times, by different
 // amounts in different builds (session 61: 32.4 against 31.3 us a launch at 240 rows, 12.7
@@ -49,12 +50,33 @@ int main(int argc, char** argv) {
   // so that with k x rows x V x 2 bytes past L2 every launch reads HBM as bench.py's case does.
   const char* copies_env = std::getenv("XPRESS_PHASES_COPIES");
   const int copies = copies_env ? std::max(1, std::atoi(copies_env)) : 1;
-  CK(cudaMalloc(&x, copies * rows * V * sizeof(T)));
-  CK(cudaMalloc(&blk, (rows + 1) * sizeof(int64_t)));
+  // XPRESS_PHASES_SLOTS=B (default: dense rows): the rows as bench.py's case lays them out, the
+  // B - 1 slots after slot 0 of each block of a [rows / (B - 1), B, V] tensor (base_full[:, 1:]).
+  const char* slots_env = std::getenv("XPRESS_PHASES_SLOTS");
+  const int64_t slots = slots_env ? std::max(2, std::atoi(slots_env)) : 0;
+  if (slots != 0 && rows % (slots - 1) != 0) {
+    std::fprintf(stderr, "XPRESS_PHASES_SLOTS=B needs ROWS a multiple of B - 1\n");
+    return 2;
+  }
+  const int64_t span = slots != 0 ? rows / (slots - 1) * slots : rows;  // rows a copy holds
+  auto row_off = [&](int64_t r) { return slots != 0 ? (r / (slots - 1) * slots + r % (slots - 1) + 1) * V : r * V; };
+  auto blk_at = [&](int64_t r) { return slots != 0 ? r / (slots - 1) * slots + r % (slots - 1) + 1 : r + 1; };
+  CK(cudaMalloc(&x, copies * span * V * sizeof(T)));
+  CK(cudaMalloc(&blk, (span + 1) * sizeof(int64_t)));
   CK(cudaMalloc(&vals, rows * c * sizeof(T)));
   CK(cudaMalloc(&ids, rows * c * sizeof(int64_t)));
-  fill_normal<<<1024, 256>>>(x, copies * rows * V, 1234u);
+  fill_normal<<<1024, 256>>>(x, copies * span * V, 1234u);
   k::TopcSelectArgs<T> a = dense_topc_args<k::TopcSelectArgs<T>>(x, vals, ids, with_blk ? blk : nullptr, rows, V, c);
+  if (slots != 0) {
+    a.logits = x + V;
+    a.l_sn = slots * V;
+    a.l_sb = V;
+    a.bm1 = slots - 1;
+    a.v_sn = (slots - 1) * c;
+    a.i_sn = (slots - 1) * c;
+    a.blk_sn = slots;
+    a.blk_sb = 1;
+  }
   const int chunk = threads == 256 ? k::SelNarrow::kChunk : k::SelWide::kChunk;
   a.slice = ((V + splits - 1) / splits + chunk - 1) / chunk * chunk;
   const size_t smem = threads == 256 ? k::SelNarrow::smem(a.slice) : k::SelWide::smem(a.slice);
@@ -80,7 +102,7 @@ int main(int argc, char** argv) {
   int launch_no = 0;
   const LaunchTimes tm = time_launches(st, [&](cudaStream_t) {
     k::TopcSelectArgs<T> ai = a;
-    ai.logits = x + (launch_no++ % copies) * rows * V;
+    ai.logits = a.logits + (launch_no++ % copies) * span * V;
     CK(cudaLaunchKernelEx(&cfg, kernel, ai));
   });
   CK(cudaLaunchKernelEx(&cfg, kernel, a));  // the checks below read copy 0's outputs
@@ -93,7 +115,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> hi(c);
     for (int64_t r : check) {
       if (r < 0) continue;
-      CK(cudaMemcpy(hx.data(), x + r * V, V * sizeof(T), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hx.data(), x + row_off(r), V * sizeof(T), cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(hv.data(), vals + r * c, c * sizeof(T), cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(hi.data(), ids + r * c, c * sizeof(int64_t), cudaMemcpyDeviceToHost));
       std::vector<std::pair<uint32_t, int64_t>> kv(V);
@@ -101,7 +123,7 @@ int main(int argc, char** argv) {
       std::stable_sort(kv.begin(), kv.end(), [](auto& a, auto& b) { return a.first > b.first; });
       if (with_blk) {
         int64_t got = -1;
-        CK(cudaMemcpy(&got, blk + r + 1, sizeof(int64_t), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&got, blk + blk_at(r), sizeof(int64_t), cudaMemcpyDeviceToHost));
         if (got != kv[0].second) ++bad;
       }
       std::vector<int64_t> want(c);

@@ -74,8 +74,9 @@ constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in 
 //   7.4-7.5 / 17.3-17.4 / 31.7 / 55.1-55.2 / 103.4-103.5 / 194.8-195.5 / 369.5-370.1 against
 //   7.4-7.6 / 18.3-18.4 / 31.8-32.0 / 54.4 / 103.9-104.4 / 195.3-195.9 / 376.1-377.7 (N = 1 is
 //   the register kernel, unchanged): faster except at N = 32 (480 rows, one wave of narrow CTAs),
-//   0.7 µs slower (not separated further: the phase harness below, with its launches rotating
-//   over 8 copies so that every row comes from HBM, has 480 dense rows at 53.5 against 54.4);
+//   0.7 µs slower -- only with programmatic dependent launch: with XPRESS_EXT_PDL=0, 54.7-55.1
+//   against 55.5-55.7 (and the phase harness, which launches without it, 53.5 against 54.4 with
+//   every row from HBM, 54.0 against 55.0 with bench.py's row layout too; RESULTS.md);
 // - topc_select_phases.cu (dense rows, the same every replay; two alternations; this layout
 //   / before / others): 3840 rows x 1 CTA (narrow) 370.6-371.0 / 379.8-380.0 / four vectors a
 //   lane 369.6-369.8; 480 x 1 (narrow) 53.2-53.4 / 54.2-54.4 / four vectors 54.2, one rotating
