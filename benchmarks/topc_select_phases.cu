@@ -8,7 +8,8 @@
 //        /tmp/phases ROWS C [SPLITS [GRID_Y [THREADS [BLK]]]]   (THREADS: 512 wide, 256 narrow;
 //        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it;
 //        XPRESS_PHASES_COPIES=k: the launches rotate over k copies of the input;
-//        XPRESS_PHASES_SLOTS=16: the rows laid out as base_full[:, 1:] of a [N, 16, V] tensor)
+//        XPRESS_PHASES_SLOTS=16: the rows laid out as base_full[:, 1:] of a [N, 16, V] tensor;
+//        XPRESS_PHASES_PDL=1: launched with programmatic dependent launch, as the extension does)
 //
 // The marks are global stores by each CTA's thread 0, and they move the times, by different
 // amounts in different builds (session 61: 32.4 against 31.3 us a launch at 240 rows, 12.7
@@ -86,16 +87,20 @@ int main(int argc, char** argv) {
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1];
+  cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = splits;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
+  // XPRESS_PHASES_PDL=1: programmatic dependent launch, as the extension launches it (launch.h).
+  const bool pdl = std::getenv("XPRESS_PHASES_PDL") != nullptr && std::atoi(std::getenv("XPRESS_PHASES_PDL")) != 0;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.gridDim = dim3(splits, (unsigned)grid_y);
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl ? 2 : 1;
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cfg.stream = st;
