@@ -601,7 +601,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       // the warp, so the shuffles see every lane.
       constexpr int kVps = S::kSub / kV;
       static_assert(kSelUnroll % kVps == 0, "a step's loads are whole sub-chunks");
-      constexpr int kSplWant = XPRESS_SEL_SPL > 0 ? XPRESS_SEL_SPL : (2 / kVps > 1 ? 2 / kVps : 1);
+      constexpr int kSplWant = XPRESS_SEL_SPL > 0 ? XPRESS_SEL_SPL : (kVps == 1 ? 2 : 1);  // 32 bytes a lane
       constexpr int kSpl = kSplWant * kVps <= kSelUnroll ? kSplWant : kSelUnroll / kVps;
       constexpr int kTiles = kSelUnroll / (kVps * kSpl);
       constexpr int kLanesPerChunk = S::kSubsPerChunk / kSpl;
