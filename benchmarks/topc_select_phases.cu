@@ -9,7 +9,9 @@
 //        BLK 1: also the fused argmax into a blk tensor, as the head and bench.py call it;
 //        XPRESS_PHASES_COPIES=k: the launches rotate over k copies of the input;
 //        XPRESS_PHASES_SLOTS=16: the rows laid out as base_full[:, 1:] of a [N, 16, V] tensor;
-//        XPRESS_PHASES_PDL=1: launched with programmatic dependent launch, as the extension does)
+//        XPRESS_PHASES_PDL=1: launched with programmatic dependent launch, as the extension does;
+//        XPRESS_PHASES_NO_CLUSTER=1: at one CTA a row, no cluster attribute, as the extension;
+//        -DXPRESS_SEL_SMID_PROBE: also how the graph's last launch's CTAs lay on the SMs)
 //
 // The marks are global stores by each CTA's thread 0, and they move the times, by different
 // amounts in different builds (session 61: 32.4 against 31.3 us a launch at 240 rows, 12.7
@@ -24,6 +26,10 @@
 #include <vector>
 
 __device__ long long g_sel_probe[65536 * 8];
+#ifdef XPRESS_SEL_SMID_PROBE  // -DXPRESS_SEL_SMID_PROBE: print how the last replayed launch's CTAs lay on the SMs
+__device__ int g_sel_smid[65536];
+#define XPRESS_SEL_SMID g_sel_smid
+#endif
 #ifndef XPRESS_SEL_PHASES_NO_MARKS  // -DXPRESS_SEL_PHASES_NO_MARKS: the kernel as it ships (times only)
 #define XPRESS_SEL_PROBE g_sel_probe
 #endif
@@ -88,19 +94,30 @@ int main(int argc, char** argv) {
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = splits;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  int n_attr = 0;
+  // XPRESS_PHASES_NO_CLUSTER=1: at one CTA a row, no cluster attribute (as the extension
+  // launches it; by default the harness sets a cluster of 1, as sessions up to 65 measured).
+  const bool no_cluster = splits == 1 && std::getenv("XPRESS_PHASES_NO_CLUSTER") != nullptr &&
+                          std::atoi(std::getenv("XPRESS_PHASES_NO_CLUSTER")) != 0;
+  if (!no_cluster) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = splits;
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
   // XPRESS_PHASES_PDL=1: programmatic dependent launch, as the extension launches it (launch.h).
   const bool pdl = std::getenv("XPRESS_PHASES_PDL") != nullptr && std::atoi(std::getenv("XPRESS_PHASES_PDL")) != 0;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
   cfg.gridDim = dim3(splits, (unsigned)grid_y);
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 2 : 1;
+  cfg.numAttrs = n_attr;
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cfg.stream = st;
@@ -110,6 +127,23 @@ int main(int argc, char** argv) {
     ai.logits = a.logits + (launch_no++ % copies) * span * V;
     CK(cudaLaunchKernelEx(&cfg, kernel, ai));
   });
+#ifdef XPRESS_SEL_SMID_PROBE
+  {
+    // The CTAs a SM holds in the graph's last launch (one CTA a row: rows a SM), as a
+    // histogram: SMs holding 0, 1, 2, ... CTAs.
+    const int n = static_cast<int>(std::min<int64_t>(splits * grid_y, 65536));
+    std::vector<int> sm(n);
+    CK(cudaMemcpyFromSymbol(sm.data(), g_sel_smid, n * sizeof(int)));
+    int nsm = 0;
+    CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+    std::vector<int> per(nsm, 0), hist(64, 0);
+    for (int s : sm) ++per[s];
+    for (int v : per) ++hist[std::min(v, 63)];
+    std::printf("CTAs a SM (SMs holding 0/1/2/...):");
+    for (int v = 0; v <= per_sm; ++v) std::printf(" %d", hist[v]);
+    std::printf(" | ");
+  }
+#endif
   CK(cudaLaunchKernelEx(&cfg, kernel, a));  // the checks below read copy 0's outputs
   CK(cudaDeviceSynchronize());
   // Exactness on the first two and last two rows against a stable descending sort of the keys.

@@ -219,7 +219,8 @@ def test_every_kernel_waits_before_it_touches_memory():
     read only w2 and base (through their tensor maps) while the consumers wait before lat; and
     gather_gemv_kernel with prefetch, which loads only ids and the table rows they name before
     its wait; and latent_rows_kernel, whose build compiled for the head issues its first weight
-    stages by TMA before its wait with prefetch_weights."""
+    stages by TMA before its wait with prefetch_weights.  topc_select_kernel opens with the
+    wait alone at one CTA a row (grid_dependency_wait(): the next kernel is let in at its exit)."""
     kernels = {}
     for path in sorted((CSRC / "kernels").glob("*.cuh")):
         for m in re.finditer(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\([^{]*\)\s*\{\n((?:[^\n]*\n){5})",
@@ -228,6 +229,11 @@ def test_every_kernel_waits_before_it_touches_memory():
     assert len(kernels) >= 10, sorted(kernels)
     assert kernels.pop("latent_pass_kernel")[0] == "if (!p.prefetch_weights) grid_dependency_sync();  // see below"
     assert kernels.pop("latent_rows_kernel")[0].startswith("constexpr int kStages")  # its wait: below
+    # topc_select's cluster kernel: the wait alone at one CTA a row (the next kernel let in at exit)
+    assert kernels.pop("topc_select_kernel")[1:4] == [
+        "constexpr int kPdlTrigger = XPRESS_SEL_PDL_TRIGGER >= 0 ? XPRESS_SEL_PDL_TRIGGER : (kCluster ? 0 : 2);",
+        "if constexpr (kPdlTrigger == 0) grid_dependency_sync();",
+        "if constexpr (kPdlTrigger != 0) grid_dependency_wait();"]
     assert kernels.pop("readout_argmax_partial_kernel")[0] == "if (!p.prefetch) grid_dependency_sync();  // see below"
     # the gather GEMV kernels with prefetch: before their wait (in gemv_warp_dots) they read only
     # ids, the table rows they name and (the argmax kernel) base; x after it, out / blk after it

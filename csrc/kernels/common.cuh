@@ -518,6 +518,20 @@ __device__ __forceinline__ void grid_dependency_sync() {
 #endif
 }
 
+// The two halves, for a kernel that lets the next one in later than at its start (or at its
+// exit only: topc_select's cluster kernel at one CTA a row, topc_select.cuh).
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dependency_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // The same wait, with the next kernel let in first: the top-C argmax up to kTopcTriggerFirstRows
 // rows, whose next kernel in the head is the next pass's latent kernel, which copies its weights
 // before its own wait (prefetch_weights).  That grid is then scheduled as soon as this one is

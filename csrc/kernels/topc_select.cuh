@@ -91,6 +91,23 @@ constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in 
 #ifndef XPRESS_SEL_SPL
 #define XPRESS_SEL_SPL 0
 #endif
+// When the cluster kernel lets the next kernel be scheduled under programmatic dependent launch
+// (PDL): 0 at its start, after its wait (grid_dependency_sync); 1 after a row's stream; 2 at
+// exit (the wait alone, grid_dependency_wait); -1 (as it ships) 2 at one CTA a row and 0 in
+// clusters.  The next grid, triggered early, is placed on the SMs as this one's CTAs leave them;
+// triggered at exit it is spread over the SMs as a fresh launch is.  H200, session 66, bf16,
+// V = 151,936, C = 512, with blk:
+// - phase harness (bench.py's row layout, every launch from HBM, graph replay, PDL, two
+//   alternations), 0 / 1 / 2: 480 rows (N = 32, narrow CTAs) 55.1 / 55.0-55.1 / 53.7 us (53.9
+//   each without PDL); 3840 rows 371.4-371.6 / 371.4-371.5 / 371.6-372.2; 240 rows (wide) 31.4 /
+//   31.4 / 31.0.  Where the graph's last launch put its 480 CTAs (-DXPRESS_SEL_SMID_PROBE): with
+//   0, 85-89 SMs held 4 and 1-5 held 2; with 2 (and without PDL), 84 held 4 and 48 held 3;
+// - bench.py, 0 against 2 at every N (two alternations): 55.2-55.4 against 54.5-54.6 us at N = 32,
+//   31.7 against 31.6 at N = 16, level from N = 64 on, but 17.1-17.2 against 17.4-17.5 at N = 4
+//   (60 rows in clusters of 2), hence -1.
+#ifndef XPRESS_SEL_PDL_TRIGGER
+#define XPRESS_SEL_PDL_TRIGGER -1
+#endif
 template <int kThreads>
 constexpr bool kSelRotate = XPRESS_SEL_ROTATE < 0 ? kThreads == 512 : XPRESS_SEL_ROTATE != 0;
 constexpr int kSelSubBatch = 2;  // listed sub-chunks whose loads a thread issues together
@@ -381,7 +398,17 @@ __device__ __forceinline__ SelWarpBin sel_warp_bin(const uint32_t* total_h, int 
 template <typename T, bool kVec, int kThreads, bool kCluster>
 __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     topc_select_kernel(const __grid_constant__ TopcSelectArgs<T> p) {
-  grid_dependency_sync();  // before any global access (common.cuh)
+  // The wait before any global access (common.cuh); the next kernel let in: XPRESS_SEL_PDL_TRIGGER.
+  constexpr int kPdlTrigger = XPRESS_SEL_PDL_TRIGGER >= 0 ? XPRESS_SEL_PDL_TRIGGER : (kCluster ? 0 : 2);
+  if constexpr (kPdlTrigger == 0) grid_dependency_sync();
+  if constexpr (kPdlTrigger != 0) grid_dependency_wait();
+#ifdef XPRESS_SEL_SMID  // probe builds: the SM each CTA runs on (topc_select_phases.cu)
+  if (threadIdx.x == 0) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    XPRESS_SEL_SMID[blockIdx.y * gridDim.x + blockIdx.x] = static_cast<int>(smid);
+  }
+#endif
   using S = Sel<kThreads>;
   namespace cg = cooperative_groups;
   using BlockScan = cub::BlockScan<uint64_t, kThreads>;
@@ -687,6 +714,7 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
     }
     cluster_sync();
     XPRESS_SEL_MARK(1);
+    if constexpr (kPdlTrigger == 1) grid_dependency_trigger();
 
     // ---- 2-3. tau from the chunk maxima; the participants, compacted ----------------------
     constexpr uint32_t kAllKp = 0xFFFFFFFFu >> kLastShift;  // the largest kp
