@@ -74,7 +74,8 @@ constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in 
 //   7.4-7.5 / 17.3-17.4 / 31.7 / 55.1-55.2 / 103.4-103.5 / 194.8-195.5 / 369.5-370.1 against
 //   7.4-7.6 / 18.3-18.4 / 31.8-32.0 / 54.4 / 103.9-104.4 / 195.3-195.9 / 376.1-377.7 (N = 1 is
 //   the register kernel, unchanged): faster except at N = 32 (480 rows, one wave of narrow CTAs),
-//   0.7 µs slower -- only with programmatic dependent launch: with XPRESS_EXT_PDL=0, 54.7-55.1
+//   0.7 µs slower -- only with programmatic dependent launch (session 66: the early trigger's
+//   placement of the next launch, XPRESS_SEL_PDL_TRIGGER below): with XPRESS_EXT_PDL=0, 54.7-55.1
 //   against 55.5-55.7 (and the phase harness, which launches without it, 53.5 against 54.4 with
 //   every row from HBM, 54.0 against 55.0 with bench.py's row layout too; RESULTS.md);
 // - topc_select_phases.cu (dense rows, the same every replay; two alternations; this layout
@@ -104,7 +105,8 @@ constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in 
 //   0, 85-89 SMs held 4 and 1-5 held 2; with 2 (and without PDL), 84 held 4 and 48 held 3;
 // - bench.py, 0 against 2 at every N (two alternations): 55.2-55.4 against 54.5-54.6 us at N = 32,
 //   31.7 against 31.6 at N = 16, level from N = 64 on, but 17.1-17.2 against 17.4-17.5 at N = 4
-//   (60 rows in clusters of 2), hence -1.
+//   (60 rows in clusters of 2), hence -1: 54.4 against 55.4 at N = 32 then, level elsewhere.  The
+//   head's top-C step did not move (it runs topc_select on a side stream, no kernel after it).
 #ifndef XPRESS_SEL_PDL_TRIGGER
 #define XPRESS_SEL_PDL_TRIGGER -1
 #endif
