@@ -110,6 +110,40 @@ constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in 
 #ifndef XPRESS_SEL_PDL_TRIGGER
 #define XPRESS_SEL_PDL_TRIGGER -1
 #endif
+// The stream's 16-byte loads: 0 plain; 1 ld.global.nc.L1::no_allocate; 2 ld.global.nc (__ldg);
+// 3 ld.global.L1::no_allocate; -1 (as it ships) 1 in the wide CTA's clusters, else 0.  H200,
+// session 66, phase harness (bf16, V = 151,936, C = 512, with blk, bench.py's row layout, every
+// launch from HBM, PDL, graph replay, two alternations), 0 / 1 / 2 / 3, µs: 60 rows x 2 CTAs
+// (wide, N = 4) 17.37-17.38 / 16.62-16.64 / 17.40-17.41 / 16.80; 240 x 1 (wide) 30.71-30.75 /
+// 30.86-30.87 / 30.63-30.77 / 31.02-31.14; 480 x 1 (narrow) 53.81-53.83 / 67.97-68.00 /
+// 53.72-53.88 / 68.27-68.32; 960 x 1 102.96-102.97 / 134.1 / 102.53-102.56 / 133.8-134.0;
+// 3840 x 1 369.0-369.3 / 473.7-473.8 / 383.0-383.3 / 472.9-473.2.  bench.py, -1 against 0
+// (alternating twice in one call): 16.5-16.7 against 17.1 µs at N = 4 (60 rows x 2), level at
+// every other N (no other canonical N runs that instance); the top-C draft step at N = 4 level
+// within its spread (89.8-90.8 against 89.3-90.3).
+#ifndef XPRESS_SEL_STREAM_LD
+#define XPRESS_SEL_STREAM_LD -1
+#endif
+template <int kMode>
+__device__ __forceinline__ int4 sel_stream_ld(const int4* ptr) {
+  if constexpr (kMode == 1 || kMode == 3) {
+    int4 v;
+    if constexpr (kMode == 1) {
+      asm("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(ptr));
+    } else {
+      asm("ld.global.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(ptr));
+    }
+    return v;
+  } else if constexpr (kMode == 2) {
+    return __ldg(ptr);
+  } else {
+    return *ptr;
+  }
+}
 template <int kThreads>
 constexpr bool kSelRotate = XPRESS_SEL_ROTATE < 0 ? kThreads == 512 : XPRESS_SEL_ROTATE != 0;
 constexpr int kSelSubBatch = 2;  // listed sub-chunks whose loads a thread issues together
@@ -638,15 +672,16 @@ __global__ void __launch_bounds__(kThreads, SelShape<kThreads>::kMinBlocks)
       const int nsub = (nvec + kVps - 1) / kVps;  // sub-chunks with a vector (the last may be short)
       const int nlane = (nsub + kSpl - 1) / kSpl;  // lane-tiles of kSpl sub-chunks
       const int4* xs = reinterpret_cast<const int4*>(x + lo);
+      constexpr int kStreamLd = XPRESS_SEL_STREAM_LD >= 0 ? XPRESS_SEL_STREAM_LD : (kThreads == 512 && kCluster ? 1 : 0);
       // tile(t, w): this lane's sub-chunks of warp tile t.  Past the slice's end no load; in a
       // short last sub-chunk the missing vectors repeat its first, so they add nothing to its max.
       auto tile = [&](int t, int4(&w)[kSpl][kVps]) {
 #pragma unroll
         for (int q = 0; q < kSpl; ++q) {
           const int v0 = ((t * 32 + lane) * kSpl + q) * kVps;
-          w[q][0] = v0 < nvec ? xs[v0] : make_int4(0, 0, 0, 0);
+          w[q][0] = v0 < nvec ? sel_stream_ld<kStreamLd>(xs + v0) : make_int4(0, 0, 0, 0);
 #pragma unroll
-          for (int i = 1; i < kVps; ++i) w[q][i] = v0 + i < nvec ? xs[v0 + i] : w[q][0];
+          for (int i = 1; i < kVps; ++i) w[q][i] = v0 + i < nvec ? sel_stream_ld<kStreamLd>(xs + v0 + i) : w[q][0];
         }
       };
       // take(l, w): lane-tile l's sub-chunks (w; nothing for those >= nsub) into the maxima.
