@@ -124,6 +124,8 @@ constexpr int kSelUnroll = XPRESS_SEL_UNROLL;  // 16-byte loads a thread has in 
 #ifndef XPRESS_SEL_STREAM_LD
 #define XPRESS_SEL_STREAM_LD -1
 #endif
+// Mode 1 is common.cuh's ld_stream16 without `volatile`, so the compiler may place it as it
+// places the plain loads it replaces (what was measured; the volatile form was not).
 template <int kMode>
 __device__ __forceinline__ int4 sel_stream_ld(const int4* ptr) {
   if constexpr (kMode == 1 || kMode == 3) {
