@@ -13,7 +13,8 @@
 // on whole-K boxes, each warpgroup on its own stages (their marks: the time its first thread saw
 // each stage land); -DXPRESS_ROWS_WGMMA=0 builds it with mma.sync on the 64 x 32 / 64 x 64 boxes
 // (same bits: compare the output hashes); -DXPRESS_ROWS_MIX_UNROLL=4 builds the mixer's loop over j
-// as before session 49 (unrolled by 4 instead of whole in the head's kernel).
+// as before session 49 (unrolled by 4 instead of whole in the head's kernel); -DXPRESS_ROWS_FAST_X=0
+// builds the x loads with the table row by row, as before session 67.
 //
 //   nvcc -std=c++17 -O3 --expt-relaxed-constexpr -I csrc -gencode=arch=compute_90a,code=sm_90a \
 //        benchmarks/latent_rows_phases.cu -o /tmp/rows && /tmp/rows N [ROWS_PER_CTA [fixed [table [near]]]] [packed]

@@ -169,6 +169,37 @@ def test_strided_xh_with_table(device, dtype, pad, fixed, monkeypatch):
 
 
 @needs_cuda
+@pytest.mark.parametrize("variant", ["rows16", "rows32", "pairs16", "quads16"])
+@pytest.mark.parametrize("layout", ["dense", "xh-misaligned", "table-odd-stride"])
+def test_row_tiles_x_loads_with_table(monkeypatch, variant, layout):
+    """The row-tile kernels' x loads with the table: all of a lane's loads at once where xh's rows
+    are whole pairs and the table's rows 8-byte aligned (dense), else row by row (xh at an odd
+    element offset; the table as a view with an odd row stride); rows past the last block (N = 37
+    in 32-row tiles) and an out-of-range token (clamped, as the cluster kernel clamps it): the
+    bits of the cluster kernel without the table, prefetched or not."""
+    N, B, R, H, V = 37, 16, 256, 512, 500
+    dense = with_table(latent_inputs(N, B, R, H, V, torch.bfloat16, "cuda", seed=13))
+    dense["blk"][5, 3] = V + 7
+    monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", "cluster")
+    expect = run_latent(dense)
+    inp = dict(dense)
+    if layout == "xh-misaligned":
+        big = torch.zeros(N, B, R + 3, dtype=torch.bfloat16, device="cuda")
+        inp["xh"] = big[:, :, 3:]
+        inp["xh"].copy_(dense["xh"])
+    elif layout == "table-odd-stride":
+        big = torch.zeros(V, R + 1, dtype=torch.float32, device="cuda")
+        inp["emb_lat"] = big[:, :R]
+        inp["emb_lat"].copy_(dense["emb_lat"])
+    monkeypatch.setenv("XPRESS_EXT_LATENT_VARIANT", variant)
+    for prefetch in (False, True):
+        got, names = cuda_kernels_run(lambda: run_table(inp, inp["emb_lat"], prefetch_weights=prefetch))
+        assert torch.equal(got, expect), (variant, layout, prefetch)
+        if names is not None:  # the row-tile kernel's build that reads the table
+            assert any("latent_rows_kernel" in n and "true" in n.split(",")[4] for n in names), names
+
+
+@needs_cuda
 def test_table_from_another_backend_is_close():
     """A table built on the CPU sums in the CPU's order; given to the CUDA op it still gives a
     result within the op's error budget (that the op reads the table it is given, rather than

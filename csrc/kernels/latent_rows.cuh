@@ -744,58 +744,119 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
     streamed_gemm(s_a, t.ld_a, 0, n1, R, t.kchunk1);
     if (kSplitMix && p.do_mlp) cluster_arrive();  // this CTA's reads of its embeddings are done
   }
-  const float* e_row[MT][2] = {};  // with the table: the lane's rows' entries
-  if constexpr (use_table) {
+  // With the table, xh in whole pairs and the table's rows 8-byte aligned (every head's call):
+  // no branch around any load -- a row past valid_rows reads block n0's row instead and stores 0
+  // -- and all of a lane's token loads, then all of its xh and table pairs, go out together.
+  // The general path below branches per row and per pointer, and its loads went out a few at a
+  // time.  H200, session 67 (latent_rows_phases.cu, prefetched, table, pack; the general path
+  // against this one): x stored 3.2-3.5 K -> 2.2-2.9 K cycles after the start in 16-row tiles,
+  // 6.5 K -> 4.1 K in 32-row tiles; graph replay 10.0 -> 9.4 us (quads, N = 16), 12.2 -> 11.65
+  // (pairs, N = 32), 24.2-24.35 -> 23.0 (N = 256); bench.py's latent_head 10.8-10.9 -> 10.2 us
+  // at N = 32, 22.6 -> 21.4-21.5 at N = 256.  XPRESS_ROWS_FAST_X=0: the general path always
+  // (harness A/B builds).
+#ifndef XPRESS_ROWS_FAST_X
+#define XPRESS_ROWS_FAST_X 1
+#endif
+  const bool fast_x = XPRESS_ROWS_FAST_X && use_table && p.vec_xh &&
+                      (reinterpret_cast<uintptr_t>(p.emb_lat) & 7) == 0 && (p.el_s & 1) == 0;
+  if (use_table && fast_x) {
+    // The lane's row (h, q), or n0's row of the same slot where it is not a valid row.
+    auto x_block = [&](int h, int q) {
+      const int r = lane_row(h, q);
+      return r < valid_rows ? n0 + r / B : n0;
+    };
+    int64_t tok[MT][2];
 #pragma unroll
     for (int h = 0; h < MT; ++h) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
-        const int r = lane_row(h, q);
-        if (r < valid_rows) {
-          const int n = n0 + r / B, b = r % B;
-          const int64_t tok = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
-          e_row[h][q] = p.emb_lat + clamp_index(tok, p.vocab) * p.el_s;
+        const int n = x_block(h, q), b = lane_row(h, q) % B;
+        tok[h][q] = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
+      }
+    }
+    XPRESS_ROWS_MARK(61);
+    float es[MT][S][2][2], xs[MT][S][2][2];
+#pragma unroll
+    for (int h = 0; h < MT; ++h) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const float* e = p.emb_lat + clamp_index(tok[h][q], p.vocab) * p.el_s + fcol;
+        const T* src = p.xh + static_cast<int64_t>(x_block(h, q)) * p.xh_sn + (lane_row(h, q) % B) * p.xh_sb + fcol;
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+          load_pair(xs[h][i][q], src + i * 8, true);
+          load_pair(es[h][i][q], e + i * 8, true);
         }
       }
     }
-  }
-  XPRESS_ROWS_MARK(61);
-  // x = the accumulators (or the table's entries) + xh.  Every load of a lane goes out before
-  // any sum uses one (one round trip instead of one per tile: a sum between the loads would
-  // wait for its own), pairs loaded whole where aligned.
-  float es[MT][S][2][2], xs[MT][S][2][2];
+    issue_first();  // while x's loads are in flight
 #pragma unroll
-  for (int h = 0; h < MT; ++h) {
-#pragma unroll
-    for (int i = 0; i < S; ++i) {
+    for (int h = 0; h < MT; ++h) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
-        const int r = lane_row(h, q);
-        const int c = fcol + i * 8;
-        xs[h][i][q][0] = xs[h][i][q][1] = 0.f;
-        es[h][i][q][0] = use_table ? 0.f : v[h][i][2 * q];  // 0 without the table past valid_rows
-        es[h][i][q][1] = use_table ? 0.f : v[h][i][2 * q + 1];
-        if (r < valid_rows) {
-          const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
-          load_pair(xs[h][i][q], src, p.vec_xh);
-          if (use_table) {
-            const float* e = e_row[h][q] + c;
-            load_pair(es[h][i][q], e, (reinterpret_cast<uintptr_t>(e) & 7) == 0);
+        const bool live = lane_row(h, q) < valid_rows;
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+          float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
+          dst[0] = live ? es[h][i][q][0] + xs[h][i][q][0] : 0.f;
+          dst[1] = live ? es[h][i][q][1] + xs[h][i][q][1] : 0.f;
+        }
+      }
+    }
+  } else {
+    const float* e_row[MT][2] = {};  // with the table: the lane's rows' entries
+    if constexpr (use_table) {
+#pragma unroll
+      for (int h = 0; h < MT; ++h) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int r = lane_row(h, q);
+          if (r < valid_rows) {
+            const int n = n0 + r / B, b = r % B;
+            const int64_t tok = b == 0 ? p.tok_am1[n * p.am1_s] : p.blk[n * p.blk_sn + (b - 1) * p.blk_sb];
+            e_row[h][q] = p.emb_lat + clamp_index(tok, p.vocab) * p.el_s;
           }
         }
       }
     }
-  }
-  if constexpr (use_table) issue_first();  // while x's loads are in flight
+    XPRESS_ROWS_MARK(61);
+    // x = the accumulators (or the table's entries) + xh.  Every load of a lane goes out before
+    // any sum uses one (one round trip instead of one per tile: a sum between the loads would
+    // wait for its own), pairs loaded whole where aligned.
+    float es[MT][S][2][2], xs[MT][S][2][2];
 #pragma unroll
-  for (int h = 0; h < MT; ++h) {
+    for (int h = 0; h < MT; ++h) {
 #pragma unroll
-    for (int i = 0; i < S; ++i) {
+      for (int i = 0; i < S; ++i) {
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
-        dst[0] = es[h][i][q][0] + xs[h][i][q][0];
-        dst[1] = es[h][i][q][1] + xs[h][i][q][1];
+        for (int q = 0; q < 2; ++q) {
+          const int r = lane_row(h, q);
+          const int c = fcol + i * 8;
+          xs[h][i][q][0] = xs[h][i][q][1] = 0.f;
+          es[h][i][q][0] = use_table ? 0.f : v[h][i][2 * q];  // 0 without the table past valid_rows
+          es[h][i][q][1] = use_table ? 0.f : v[h][i][2 * q + 1];
+          if (r < valid_rows) {
+            const T* src = p.xh + static_cast<int64_t>(n0 + r / B) * p.xh_sn + (r % B) * p.xh_sb + c;
+            load_pair(xs[h][i][q], src, p.vec_xh);
+            if (use_table) {
+              const float* e = e_row[h][q] + c;
+              load_pair(es[h][i][q], e, (reinterpret_cast<uintptr_t>(e) & 7) == 0);
+            }
+          }
+        }
+      }
+    }
+    if constexpr (use_table) issue_first();  // while x's loads are in flight
+#pragma unroll
+    for (int h = 0; h < MT; ++h) {
+#pragma unroll
+      for (int i = 0; i < S; ++i) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
+          dst[0] = es[h][i][q][0] + xs[h][i][q][0];
+          dst[1] = es[h][i][q][1] + xs[h][i][q][1];
+        }
       }
     }
   }
