@@ -759,6 +759,23 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
 #endif
   const bool fast_x = XPRESS_ROWS_FAST_X && use_table && p.vec_xh &&
                       (reinterpret_cast<uintptr_t>(p.emb_lat) & 7) == 0 && (p.el_s & 1) == 0;
+  // x = es + xs into shared memory (a lane's pairs: table or phase 1, and xh), 0 in rows past
+  // valid_rows.
+  auto store_x = [&](const float (&es)[MT][S][2][2], const float (&xs)[MT][S][2][2]) {
+#pragma unroll
+    for (int h = 0; h < MT; ++h) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const bool live = lane_row(h, q) < valid_rows;
+#pragma unroll
+        for (int i = 0; i < S; ++i) {
+          float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
+          dst[0] = live ? es[h][i][q][0] + xs[h][i][q][0] : 0.f;
+          dst[1] = live ? es[h][i][q][1] + xs[h][i][q][1] : 0.f;
+        }
+      }
+    }
+  };
   if (use_table && fast_x) {
     // The lane's row (h, q), or n0's row of the same slot where it is not a valid row.
     auto x_block = [&](int h, int q) {
@@ -790,19 +807,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
     issue_first();  // while x's loads are in flight
-#pragma unroll
-    for (int h = 0; h < MT; ++h) {
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const bool live = lane_row(h, q) < valid_rows;
-#pragma unroll
-        for (int i = 0; i < S; ++i) {
-          float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
-          dst[0] = live ? es[h][i][q][0] + xs[h][i][q][0] : 0.f;
-          dst[1] = live ? es[h][i][q][1] + xs[h][i][q][1] : 0.f;
-        }
-      }
-    }
+    store_x(es, xs);
   } else {
     const float* e_row[MT][2] = {};  // with the table: the lane's rows' entries
     if constexpr (use_table) {
@@ -847,18 +852,7 @@ __global__ void __launch_bounds__(kLatentThreads, 1)
       }
     }
     if constexpr (use_table) issue_first();  // while x's loads are in flight
-#pragma unroll
-    for (int h = 0; h < MT; ++h) {
-#pragma unroll
-      for (int i = 0; i < S; ++i) {
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          float* dst = s_x + lane_row(h, q) * t.ld_x + fcol + i * 8;
-          dst[0] = es[h][i][q][0] + xs[h][i][q][0];
-          dst[1] = es[h][i][q][1] + xs[h][i][q][1];
-        }
-      }
-    }
+    store_x(es, xs);  // rows past valid_rows: 0 + 0 here, so the same 0
   }
   XPRESS_ROWS_MARK(62);
 
