@@ -229,6 +229,12 @@ def test_step_start_forks_only_in_a_captured_graph(topc, tmp_path):
     with torch.cuda.graph(graph):
         out = head.jacobi_refine_greedy(*static, 6)
     eager = assert_joins_and_replays(graph, out, head, static)
+    # Three branches join before the first pass: the selection (or starting argmax), the
+    # anchor's copy into blk[:, 0], and the hidden cache's kernels on the capturing stream.
+    incoming = {}
+    for _, dst, _ in graph_edges(graph):
+        incoming[dst] = incoming.get(dst, 0) + 1
+    assert max(incoming.values()) >= 3, incoming
     expect, margins = ref.jacobi_refine_greedy(head, *static, 6, return_margins=True)
     assert margins.min() > draft.TIE_MARGIN[torch.float32]
     assert torch.equal(eager, expect)

@@ -148,15 +148,6 @@ class XPressRefinerHead(nn.Module):
             }
         return self._scratch
 
-    def _side_stream(self, device: torch.device) -> torch.cuda.Stream | None:
-        """The stream a draft step's start runs on beside the hidden cache: only while a CUDA
-        graph is captured, where the fork and join cost nothing at replay.  Launched eagerly a
-        step at small N is bound by the host's launches (H200: 310-440 us of launches against
-        86-270 us of GPU work at N = 1), so overlapping GPU work gains nothing there and the
-        fork's event record and wait would only add host work."""
-        sides = self._side_streams(device, 1)
-        return sides[0] if sides else None
-
     @staticmethod
     def _captured_on(device: torch.device) -> bool:
         """Whether a CUDA graph is being captured on ``device``'s current stream (never while
@@ -165,7 +156,11 @@ class XPressRefinerHead(nn.Module):
 
     def _side_streams(self, device: torch.device, count: int) -> list[torch.cuda.Stream]:
         """``count`` distinct streams, none of them the current one, while a CUDA graph is
-        captured on ``device`` (else, or if the pool cannot supply them, an empty list)."""
+        captured on ``device`` (else, or if the pool cannot supply them, an empty list): only
+        there do a fork and a join cost nothing at replay.  Launched eagerly a step at small N
+        is bound by the host's launches (H200: 310-440 us of launches against 86-270 us of GPU
+        work at N = 1), so overlapping GPU work gains nothing and the fork's event record and
+        wait would only add host work."""
         if not self._captured_on(device):
             return []
         index = torch.cuda.current_device() if device.index is None else device.index
@@ -448,10 +443,16 @@ class XPressRefinerHead(nn.Module):
         step = dict(blk=blk, tok_am1=tok_am1_ids, slots=slots, N=N, rows=rows)
         # The starting tokens (and on the top-C path the candidates) need only the base logits:
         # in a captured CUDA graph they run on a side stream, beside the hidden cache's GEMMs on
-        # this one, and this stream waits for them before the passes (a fork and a join).
-        side = self._side_stream(slots.device)
-        if side is not None:
-            side.wait_stream(torch.cuda.current_stream(slots.device))
+        # this one, and this stream waits for them before the passes (a fork and a join).  The
+        # anchor's copy into blk[:, 0] needs neither, so it takes a second side stream: on this
+        # one it held the hidden cache's kernels back by a launch (at N = 1 this stream's chain,
+        # not the selection, is the step's start; RESULTS.md, session 68).
+        sides = self._side_streams(slots.device, 2) or self._side_streams(slots.device, 1)
+        side = sides[0] if sides else None
+        anchor_side = sides[1] if len(sides) > 1 else None
+        current = torch.cuda.current_stream(slots.device) if sides else None
+        for s in sides:
+            s.wait_stream(current)
         if self.topc:
             # Candidates and their base logits once per step (one topc_select launch, which
             # also writes the starting argmax into blk); each pass then reads the candidates' C
@@ -477,10 +478,11 @@ class XPressRefinerHead(nn.Module):
                 ops.add_argmax_to_blk(slots, None, blk)  # the argmax of the base logits alone
             sc = self._scratch_buffers(h_full.dtype, h_full.device)
             step.update(lat=sc["lat"][:N])
-        blk[:, 0] = anchor_ids
+        with torch.cuda.stream(anchor_side) if anchor_side is not None else contextlib.nullcontext():
+            blk[:, 0] = anchor_ids
         step["xh"] = self.project_hidden(h_full)
-        if side is not None:
-            torch.cuda.current_stream(slots.device).wait_stream(side)
+        for s in sides:
+            current.wait_stream(s)
         return step
 
     def project_hidden(self, h_full: torch.Tensor) -> torch.Tensor:
