@@ -250,8 +250,6 @@ __device__ __forceinline__ uint32_t max_nan2(uint32_t a, uint32_t b, float*) {
   return __float_as_uint(d);
 }
 
-// The largest key of a 16-byte vector: a max.NaN tree, then one key.  Equal to the max of the
-// elements' keys: the key is monotone in the value, NaN is kept, and -0 / +0 share a key.
 // Lane-wise NaN-propagating max of two vectors (their 32-bit words as packed pairs / floats).
 template <typename T>
 __device__ __forceinline__ int4 vec_max_nan(const int4& a, const int4& b) {
@@ -261,6 +259,8 @@ __device__ __forceinline__ int4 vec_max_nan(const int4& a, const int4& b) {
   return make_int4(m(a.x, b.x), m(a.y, b.y), m(a.z, b.z), m(a.w, b.w));
 }
 
+// The largest key of a 16-byte vector: a max.NaN tree, then one key.  Equal to the max of the
+// elements' keys: the key is monotone in the value, NaN is kept, and -0 / +0 share a key.
 template <typename T>
 __device__ __forceinline__ uint32_t vec_max_key(const int4& v) {
   uint32_t m = max_nan2(max_nan2(v.x, v.y, static_cast<T*>(nullptr)),
