@@ -219,6 +219,22 @@ def topc_select_case(N, gen):
                 None, nsets, nbytes + rows * C * 10)
 
 
+def hidden_concat_case(N, gen):
+    """The input of the head's hidden-cache projection, [h, mean_b h] ([N, B, 2 hidden] from the
+    base model's [N, B, hidden] states), against torch's mean and cat (what the head ran before)."""
+    hid = draft.HIDDEN
+    nbytes = N * B * hid * 2 * 3  # h read once, out written (twice h's size)
+    nsets = nsets_for(nbytes)
+    hs = [(torch.randn(N, B, hid, device="cuda") * 3).to(DTYPE) for _ in range(nsets)]
+    out = torch.empty(N, B, 2 * hid, dtype=DTYPE, device="cuda")
+    xpress_ext.hidden_mean_concat(hs[0], out)
+    if not torch.equal(out.view(torch.int16), ref.hidden_mean_concat(hs[0]).view(torch.int16)):
+        raise RuntimeError(f"hidden_mean_concat differs from the reference at N={N}")  # no timing of a wrong result
+    return Case(lambda i: xpress_ext.hidden_mean_concat(hs[i], out),
+                lambda i: torch.cat([hs[i], hs[i].mean(1, keepdim=True).expand_as(hs[i])], dim=-1),
+                None, nsets, nbytes)
+
+
 def gather_rows_case(N, gen):
     """A gather of W2 rows at the top-C shape ([rows, C] ids into [rows, C, R]; what the head ran
     once per step before gather_gemv), against `w2[cand]` (torch's index kernel)."""
@@ -357,6 +373,7 @@ CASES = {
     "topc_argmax": (topc_argmax_case, NS),
     "topc_select": (topc_select_case, NS),
     "gather_rows": (gather_rows_case, NS),
+    "hidden_concat": (hidden_concat_case, NS),
     "gather_gemv": (gather_gemv_case, NS),
     "gemv_argmax": (gemv_argmax_case, NS),
     "sconv": (sconv_case, selfcheck.SCONV_KINDS),

@@ -471,6 +471,23 @@ void check_gather_ids(const GatherRowsDims& d, const at::Tensor& ids) {
   check_index_range("gather_rows", "ids", ids, 0, d.V, "rows of table");
 }
 
+HiddenConcatDims check_hidden_mean_concat(const at::Tensor& h, const at::Tensor& out) {
+  constexpr const char* op = "hidden_mean_concat";
+  check_same_device(op, {{"h", &h}, {"out", &out}});
+  check_float_dtype(op, "h", h);
+  check_dtype(op, "out", out, h.scalar_type());
+  check_dim(op, "h", h, 3);
+  check_dim(op, "out", out, 3);
+  const HiddenConcatDims d{h.size(0), h.size(1), h.size(2)};
+  TORCH_CHECK_VALUE(d.B >= 1, op, ": h must be [N, B, H] with B >= 1 (the mean is over B), got shape ", h.sizes());
+  check_size(op, "out", out, 0, d.N, "N = h.shape[0]");
+  check_size(op, "out", out, 1, d.B, "B = h.shape[1]");
+  check_size(op, "out", out, 2, 2 * d.H, "2H = 2 * h.shape[2]");
+  TORCH_CHECK_VALUE(out.is_contiguous(), op, ": out must be contiguous, got strides ", out.strides());
+  check_writable(op, {"out", &out}, {{"h", &h}});
+  return d;
+}
+
 GatherGemvDims check_gather_gemv(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x,
                                  const at::Tensor& out) {
   constexpr const char* op = "gather_gemv";

@@ -115,6 +115,13 @@ GatherRowsDims check_gather_rows(const at::Tensor& table, const at::Tensor& ids,
 // ids index table's rows: in [0, V).
 void check_gather_ids(const GatherRowsDims& d, const at::Tensor& ids);
 
+struct HiddenConcatDims {
+  int64_t N, B, H;  // requests, block rows, hidden size
+};
+// h [N, B, H] (any strides, B >= 1), out [N, B, 2H] contiguous, h's floating dtype, one device,
+// overlapping no input.
+HiddenConcatDims check_hidden_mean_concat(const at::Tensor& h, const at::Tensor& out);
+
 struct GatherGemvDims {
   int64_t S1, S2, M, K, V;  // rows [S1, S2], candidates per row, dot length, table rows
 };

@@ -30,6 +30,7 @@ void topc_argmax_to_blk_cpu(const at::Tensor& base_c, const at::Tensor& bias_c,
                             const at::Tensor& cand, at::Tensor& blk);
 void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at::Tensor& ids,
                      const std::optional<at::Tensor>& blk, int64_t sm_margin);
+void hidden_mean_concat_cpu(const at::Tensor& h, at::Tensor& out);
 void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 void gather_gemv_cpu(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
                      bool reverse, bool prefetch);
@@ -71,6 +72,7 @@ void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, a
 // [splits (CTAs per row), threads per CTA (512 wide / 256 narrow), slice (elements per CTA),
 //  dynamic shared-memory bytes] of the topc_select launch for these sizes on this device.
 std::vector<int64_t> topc_select_plan(int64_t rows, int64_t V, int64_t c, int64_t device, int64_t sm_margin);
+void hidden_mean_concat_cuda(const at::Tensor& h, at::Tensor& out);
 void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out);
 void gather_gemv_cuda(const at::Tensor& table, const at::Tensor& ids, const at::Tensor& x, at::Tensor& out,
                       bool reverse, bool prefetch);

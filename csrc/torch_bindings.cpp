@@ -20,6 +20,7 @@ TORCH_LIBRARY(xpress_ext, m) {
   m.def(
       "topc_select(Tensor logits, int c, Tensor(a!) values, Tensor(b!) ids, "
       "Tensor(c!)? blk=None, int sm_margin=0) -> ()");
+  m.def("hidden_mean_concat(Tensor h, Tensor(a!) out) -> ()");
   m.def("gather_rows(Tensor table, Tensor ids, Tensor(a!) out) -> ()");
   m.def("gather_gemv(Tensor table, Tensor ids, Tensor x, Tensor(a!) out, bool reverse=False, bool prefetch=False) -> ()");
   m.def("gather_gemv_argmax_to_blk(Tensor table, Tensor cand, Tensor lat, Tensor base_c, Tensor(a!) blk, "
@@ -48,6 +49,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CPU, m) {
   m.impl("readout_argmax_to_blk", &xpress::readout_argmax_to_blk_cpu);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cpu);
   m.impl("topc_select", &xpress::topc_select_cpu);
+  m.impl("hidden_mean_concat", &xpress::hidden_mean_concat_cpu);
   m.impl("gather_rows", &xpress::gather_rows_cpu);
   m.impl("gather_gemv", &xpress::gather_gemv_cpu);
   m.impl("gather_gemv_argmax_to_blk", &xpress::gather_gemv_argmax_to_blk_cpu);
@@ -64,6 +66,7 @@ TORCH_LIBRARY_IMPL(xpress_ext, CUDA, m) {
   m.impl("readout_argmax_to_blk", &xpress::readout_argmax_to_blk_cuda);
   m.impl("topc_argmax_to_blk", &xpress::topc_argmax_to_blk_cuda);
   m.impl("topc_select", &xpress::topc_select_cuda);
+  m.impl("hidden_mean_concat", &xpress::hidden_mean_concat_cuda);
   m.impl("gather_rows", &xpress::gather_rows_cuda);
   m.impl("gather_gemv", &xpress::gather_gemv_cuda);
   m.impl("gather_gemv_argmax_to_blk", &xpress::gather_gemv_argmax_to_blk_cuda);

@@ -43,6 +43,10 @@ def op_calls(dev):
                   lambda: torch.equal(gblk.cpu(), ref.topc_argmax_to_blk(
                       values.cpu(), ref.gather_gemv(table.cpu(), ids.cpu(), lat.cpu()), ids.cpu(),
                       torch.zeros(3, 16, dtype=torch.long)))))
+    hid = torch.randn(3, 16, 96, device=dev).to(torch.bfloat16)
+    hg = torch.empty(3, 16, 192, dtype=torch.bfloat16, device=dev)
+    calls.append((lambda: xpress_ext.hidden_mean_concat(hid, hg),
+                  lambda: torch.equal(hg.cpu(), ref.hidden_mean_concat(hid.cpu()))))
     b = make_batch([(5, 3), (0, 6), (11, 1)], W=4, block_size=8, device=dev, seed=2, pad=1)
     H, N, D = b.cache.shape[1:]
     before = b.cache_base.cpu()

@@ -16,6 +16,7 @@ from .ops import (
     gather_gemv,
     gather_gemv_argmax_to_blk,
     gather_rows,
+    hidden_mean_concat,
     latent_embed_table,
     latent_pack_weights,
     latent_pass,
@@ -45,5 +46,6 @@ __all__ = [
     "gather_rows",
     "gather_gemv",
     "gather_gemv_argmax_to_blk",
+    "hidden_mean_concat",
     "has_cuda_kernels",
 ]

@@ -488,16 +488,17 @@ class XPressRefinerHead(nn.Module):
     def project_hidden(self, h_full: torch.Tensor) -> torch.Tensor:
         """xh [N, B, r], the latent pass's pass-invariant input: hidden_cache(h_full) projected
         by in_proj's first 2r columns, as one GEMM on the folded weights, [h, mean_b h] @ wxh
-        (three launches -- the mean, the concat, the GEMM -- instead of six: the mean, two
+        (two launches -- ``hidden_mean_concat`` and the GEMM -- instead of six: the mean, two
         projections, the expansion's copy, the concat and the GEMM).  Rounding: the mean and the
         output are rounded as before, the hidden cache itself is not, the folded weights are
         (once); the mean error against an fp64 evaluation is the same as the module's
-        (H200, bf16, synthetic head)."""
+        (H200, bf16, synthetic head).  At N = 1 this is the longer branch of a step's start
+        (RESULTS.md, sessions 68-69)."""
         self._check_hidden(h_full)
         N, B, hidden = h_full.shape
-        g = h_full.mean(dim=1, keepdim=True).expand_as(h_full)
-        hg = torch.cat([h_full, g], dim=-1).reshape(N * B, 2 * hidden)
-        return torch.mm(hg, self._fused_buffers()["wxh"]).view(N, B, self.rank)
+        hg = torch.empty(N, B, 2 * hidden, dtype=h_full.dtype, device=h_full.device)
+        ops.hidden_mean_concat(h_full, hg)
+        return torch.mm(hg.view(N * B, 2 * hidden), self._fused_buffers()["wxh"]).view(N, B, self.rank)
 
     def jacobi_pass(self, step: dict) -> None:
         """One greedy Jacobi pass on the custom ops: latent, readout, fused argmax into

@@ -140,6 +140,14 @@ def topc_select(
     _ops.topc_select.default(logits, c, values, ids, blk, sm_margin)
 
 
+def hidden_mean_concat(h: torch.Tensor, out: torch.Tensor) -> None:
+    """``out[n, b] = [h[n, b], g[n]]`` with ``g[n, k] = dtype(sum over b ascending of h[n, b, k]
+    in fp32, / B)``: h [N, B, H] (any strides, B >= 1), out [N, B, 2H] contiguous, h's dtype.
+    The input of the head's hidden-cache projection in one launch (torch's mean and cat took
+    two); CPU and CUDA give the same bits, and a request's bits do not depend on the batch."""
+    _ops.hidden_mean_concat.default(h, out)
+
+
 def gather_rows(table: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> None:
     """``out[i..., :] = table[ids[i...], :]``: table [V, R] (unit stride along R), ids int64 of
     any shape (contiguous), out [*ids.shape, R] contiguous.  Bitwise ``table[ids]`` at the
@@ -253,6 +261,11 @@ def _topc_argmax_fake(base_c, bias_c, cand, blk):
 
 @torch.library.register_fake("xpress_ext::topc_select")
 def _topc_select_fake(logits, c, values, ids, blk=None, sm_margin=0):
+    return None
+
+
+@torch.library.register_fake("xpress_ext::hidden_mean_concat")
+def _hidden_mean_concat_fake(h, out):
     return None
 
 

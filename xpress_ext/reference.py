@@ -17,6 +17,7 @@ __all__ = [
     "topc_argmax_to_blk",
     "topc_select",
     "gather_rows",
+    "hidden_mean_concat",
     "gather_gemv",
     "relative_error",
     "sconv",
@@ -141,6 +142,16 @@ def topc_argmax_to_blk(
 def gather_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """``table[ids]``: [*ids.shape, R]."""
     return table[ids]
+
+
+def hidden_mean_concat(h: torch.Tensor) -> torch.Tensor:
+    """``[h, mean_b h]`` ([N, B, 2H]) in the op's order: the fp32 sum over b ascending, divided
+    by B, rounded once to h's dtype (elementwise fp32 adds and one division: the same bits)."""
+    s = torch.zeros(h.shape[0], h.shape[2], dtype=torch.float32, device=h.device)
+    for b in range(h.shape[1]):
+        s = s + h[:, b].float()
+    g = (s / h.shape[1]).to(h.dtype)
+    return torch.cat([h, g[:, None, :].expand_as(h)], dim=-1)
 
 
 def gather_gemv(table: torch.Tensor, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:

@@ -298,6 +298,35 @@ void topc_select_cpu(const at::Tensor& logits, int64_t c, at::Tensor& values, at
   });
 }
 
+void hidden_mean_concat_cpu(const at::Tensor& h, at::Tensor& out) {
+  const HiddenConcatDims d = check_hidden_mean_concat(h, out);
+  if (d.N * d.H == 0) return;
+  // The CUDA kernel's order (hidden_concat.cuh): per element, fp32 sum over b ascending, then
+  // divided by B and rounded once -- the same bits.
+  XPRESS_DISPATCH_FLOAT(h.scalar_type(), "hidden_mean_concat", c10::BFloat16, c10::Half, float, [&] {
+    const scalar_t* src = h.const_data_ptr<scalar_t>();
+    scalar_t* dst = out.mutable_data_ptr<scalar_t>();
+    const int64_t s0 = h.stride(0), s1 = h.stride(1), s2 = h.stride(2);
+    const float count = static_cast<float>(d.B);
+    at::parallel_for(0, d.N, 1, [&](int64_t n0, int64_t n1) {
+      std::vector<float> sum(static_cast<size_t>(d.H));
+      for (int64_t n = n0; n < n1; ++n) {
+        std::fill(sum.begin(), sum.end(), 0.f);
+        scalar_t* row = dst + n * d.B * 2 * d.H;
+        for (int64_t b = 0; b < d.B; ++b) {
+          const scalar_t* x = src + n * s0 + b * s1;
+          for (int64_t k = 0; k < d.H; ++k) {
+            row[b * 2 * d.H + k] = x[k * s2];
+            sum[k] += static_cast<float>(x[k * s2]);
+          }
+        }
+        for (int64_t k = 0; k < d.H; ++k) row[d.H + k] = static_cast<scalar_t>(sum[k] / count);
+        for (int64_t b = 1; b < d.B; ++b) std::memcpy(row + b * 2 * d.H + d.H, row + d.H, d.H * sizeof(scalar_t));
+      }
+    });
+  });
+}
+
 void gather_rows_cpu(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out) {
   const GatherRowsDims d = check_gather_rows(table, ids, out);
   if (d.n == 0) return;

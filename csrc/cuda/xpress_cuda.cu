@@ -23,6 +23,7 @@
 #include "../kernels/topc_argmax.cuh"  // includes add_argmax.cuh
 #include "../kernels/topc_select.cuh"
 #include "../kernels/gather_rows.cuh"
+#include "../kernels/hidden_concat.cuh"
 #include "../kernels/gather_gemv.cuh"
 #include "../kernels/readout_gemm.cuh"  // includes readout_argmax.cuh
 #include "../ops.h"
@@ -899,6 +900,32 @@ void launch_topc_select(const TopcSelectDims& d, const at::Tensor& logits, at::T
 }
 
 // ---------------------------------------------------------------------------------------------
+// hidden_mean_concat
+
+template <typename T>
+void launch_hidden_mean_concat(const HiddenConcatDims& d, const at::Tensor& h, at::Tensor& out) {
+  k::HiddenConcatArgs<T> a{};
+  a.h = cptr<T>(h);
+  a.hs0 = h.stride(0);
+  a.hs1 = h.stride(1);
+  a.hs2 = h.stride(2);
+  a.out = mptr<T>(out);
+  a.N = d.N;
+  a.B = d.B;
+  a.H = d.H;
+  constexpr int kV = k::kVecElems<T>;
+  const bool vec = d.H % kV == 0 && a.hs2 == 1 && a.hs0 % kV == 0 && a.hs1 % kV == 0 &&
+                   aligned16(h.const_data_ptr()) && aligned16(out.const_data_ptr());
+  const int64_t threads = d.N * (vec ? d.H / kV : d.H);
+  const int64_t ctas = (threads + k::kConcatThreads - 1) / k::kConcatThreads;
+  TORCH_CHECK_VALUE(ctas <= std::numeric_limits<int32_t>::max(), "hidden_mean_concat: h of shape ", h.sizes(),
+                    " is too large for one launch");
+  launch_kernel(vec ? k::hidden_mean_concat_kernel<T, true> : k::hidden_mean_concat_kernel<T, false>,
+                dim3(static_cast<unsigned>(ctas)), dim3(k::kConcatThreads), 0,
+                at::cuda::getCurrentCUDAStream(h.get_device()).stream(), 1, a);
+}
+
+// ---------------------------------------------------------------------------------------------
 // gather_rows
 
 template <typename T>
@@ -1169,6 +1196,14 @@ void topc_select_cuda(const at::Tensor& logits, int64_t c, at::Tensor& values, a
   if (d.N * d.Bm1 == 0) return;
   XPRESS_DISPATCH_FLOAT(logits.scalar_type(), "topc_select", __nv_bfloat16, __half, float,
                         [&] { launch_topc_select<scalar_t>(d, logits, values, ids, blk, sm_margin); });
+}
+
+void hidden_mean_concat_cuda(const at::Tensor& h, at::Tensor& out) {
+  const HiddenConcatDims d = check_hidden_mean_concat(h, out);
+  const c10::cuda::OptionalCUDAGuard guard(h.device());
+  if (d.N * d.H == 0) return;
+  XPRESS_DISPATCH_FLOAT(h.scalar_type(), "hidden_mean_concat", __nv_bfloat16, __half, float,
+                        [&] { launch_hidden_mean_concat<scalar_t>(d, h, out); });
 }
 
 void gather_rows_cuda(const at::Tensor& table, const at::Tensor& ids, at::Tensor& out) {
