@@ -150,7 +150,7 @@ def hidden_mean_concat(h: torch.Tensor) -> torch.Tensor:
     s = torch.zeros(h.shape[0], h.shape[2], dtype=torch.float32, device=h.device)
     for b in range(h.shape[1]):
         s = s + h[:, b].float()
-    g = (s / h.shape[1]).to(h.dtype)
+    g = (s / torch.full_like(s, h.shape[1])).to(h.dtype)  # (a scalar divisor: a reciprocal's product on CUDA)
     return torch.cat([h, g[:, None, :].expand_as(h)], dim=-1)
 
 

@@ -3,9 +3,9 @@
 // projection ([h, mean_b h] @ wxh), in one launch instead of torch's mean and concat (two
 // launches on the critical branch of a draft step's start at N = 1, RESULTS.md session 69).
 // A thread takes one column vector (16 bytes, or one element on the strided path) of one
-// request: it loads the B rows' vectors, stores each to out's first half as it sums it, then
-// stores g to every row's second half.  The order is per element, so a request's bits do not
-// depend on the batch.
+// request: it loads the B rows' vectors (8 rows in flight at a time), stores each to out's first
+// half as it sums it in row order, then stores g to every row's second half.  The order is per
+// element, so a request's bits do not depend on the batch.
 #pragma once
 
 #include <type_traits>
@@ -44,13 +44,23 @@ __global__ void __launch_bounds__(kConcatThreads) hidden_mean_concat_kernel(cons
   float sum[kPer];
 #pragma unroll
   for (int e = 0; e < kPer; ++e) sum[e] = 0.f;
-#pragma unroll 4
-  for (int64_t b = 0; b < p.B; ++b) {
-    Pack v;
-    v.raw = *reinterpret_cast<const E*>(src + b * p.hs1);
-    *reinterpret_cast<E*>(dst + b * 2 * p.H) = v.raw;
+  // kBatch rows' loads in flight before their stores (the compiler may not move a load of h
+  // past a store to out: one row at a time was a chain of B load latencies, ~4.6 us at B = 16).
+  constexpr int kBatch = 8;
+  for (int64_t b0 = 0; b0 < p.B; b0 += kBatch) {
+    Pack v[kBatch];
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) sum[e] += DType<T>::to_float(v.elem[e]);
+    for (int u = 0; u < kBatch; ++u) {
+      if (b0 + u < p.B) v[u].raw = *reinterpret_cast<const E*>(src + (b0 + u) * p.hs1);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (b0 + u < p.B) {
+        *reinterpret_cast<E*>(dst + (b0 + u) * 2 * p.H) = v[u].raw;
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) sum[e] += DType<T>::to_float(v[u].elem[e]);
+      }
+    }
   }
   Pack g;
   const float count = static_cast<float>(p.B);
