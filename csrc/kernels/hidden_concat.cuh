@@ -3,7 +3,7 @@
 // projection ([h, mean_b h] @ wxh), in one launch instead of torch's mean and concat (two
 // launches on the critical branch of a draft step's start at N = 1, RESULTS.md session 69).
 // A thread takes one column vector (16 bytes, or one element on the strided path) of one
-// request: it loads the B rows' vectors (8 rows in flight at a time), stores each to out's first
+// request: it loads the B rows' vectors (16 rows in flight at a time), stores each to out's first
 // half as it sums it in row order, then stores g to every row's second half.  The order is per
 // element, so a request's bits do not depend on the batch.
 #pragma once
@@ -45,8 +45,9 @@ __global__ void __launch_bounds__(kConcatThreads) hidden_mean_concat_kernel(cons
 #pragma unroll
   for (int e = 0; e < kPer; ++e) sum[e] = 0.f;
   // kBatch rows' loads in flight before their stores (the compiler may not move a load of h
-  // past a store to out: one row at a time was a chain of B load latencies, ~4.6 us at B = 16).
-  constexpr int kBatch = 8;
+  // past a store to out: one row at a time was a chain of B load latencies, ~4.6 us at B = 16;
+  // 8 rows at a time, two round trips at B = 16, 2.9 us in bench.py at N = 1).
+  constexpr int kBatch = 16;
   for (int64_t b0 = 0; b0 < p.B; b0 += kBatch) {
     Pack v[kBatch];
 #pragma unroll
