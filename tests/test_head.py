@@ -191,6 +191,25 @@ def test_topc_pass_runs_only_this_package_kernels():
             assert (any("gather_gemv_argmax_kernel" in n for n in kernels), split) == (fused, not fused), kernels
 
 
+@needs_cuda
+@pytest.mark.parametrize("topc", [0, 64], ids=["full", "topC"])
+@torch.no_grad()
+def test_step_start_builds_the_hidden_input_with_one_op(topc):
+    """A step's start builds [h, mean_b h] with hidden_mean_concat (one launch), not torch's mean
+    and cat (two launches on the start's critical branch at N = 1; RESULTS.md, session 69), then
+    the GEMM on the folded weights; xh is the op's output times wxh."""
+    head = make_head("cuda", torch.bfloat16, topc=topc)
+    inputs = step_inputs(head, 2, "cuda", seed=3)
+    head.prepare_step(*inputs)  # warm-up outside the profiler
+    step, names = cuda_kernels_run(lambda: head.prepare_step(*inputs))
+    h = inputs[1]
+    hg = ref.hidden_mean_concat(h).reshape(-1, 2 * HIDDEN)
+    assert torch.equal(step["xh"], torch.mm(hg, head._fused_buf["wxh"]).view(2, B, RANK))
+    if names is not None:  # None under a sanitizer
+        assert any("hidden_mean_concat_kernel" in n for n in names), names
+        assert not any("reduce_kernel" in n or "CatArray" in n for n in names), names
+
+
 def warm_up_on(stream, head, static):
     """One step on `stream` (a side stream, as graph capture wants its warm-up)."""
     stream.wait_stream(torch.cuda.current_stream())
