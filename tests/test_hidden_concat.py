@@ -20,8 +20,9 @@ from xpress_ext import reference as ref
 
 
 def hidden_of(N, B, H, dtype, device, seed, scale=3.0):
-    """[N, B, H] random values with -0, +-inf-free large magnitudes (sums that round), and a
-    few exact ties to the rounding boundary of the mean."""
+    """[N, B, H] random values with -0 and some large finite magnitudes (max / 32, so that the
+    fp32 sums round but do not overflow); no infinities or NaN (test_nan_payloads_and_infinities
+    adds those)."""
     h = (torch.randn(N, B, H, generator=gen(seed)) * scale).to(dtype)
     h.view(-1)[::13] = -0.0
     h.view(-1)[5::17] = torch.finfo(dtype).max / 32  # 16 of them sum without overflow in fp32
