@@ -97,9 +97,11 @@ __device__ __forceinline__ int4 ld_stream16(const void* ptr) {
   return v;
 }
 
-// A load the compiler must issue where it stands: not sunk into the branch that first uses
-// it, and not after another such load's use (both would add a round trip to the chain of
-// dependent loads that bounds sconv at small batches).  Read-only data only (.nc).
+// A load NVVM must emit where it stands: not sunk into the branch that first uses it, and not
+// after another such load's use (both would add a round trip to the chain of dependent loads
+// that bounds sconv at small batches).  ptxas still schedules the PTX load it becomes, and
+// moves it below a branch when only the code after that branch uses the value (sconv_token).
+// Read-only data only (.nc).
 __device__ __forceinline__ int64_t ld_issue(const int64_t* ptr) {
   int64_t v;
   asm volatile("ld.global.nc.b64 %0, [%1];" : "=l"(v) : "l"(ptr));

@@ -124,8 +124,25 @@ struct SconvToken {
   int32_t has, live;  // a token row / a non-padding token (taps and a slot write)
 };
 
+// The block-table entry at ptr when `need`, else 0: a predicated load, no branch.
+__device__ __forceinline__ int32_t ld_issue_if(const int32_t* ptr, bool need) {
+  int32_t v;
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n mov.b32 %0, 0;\n @p ld.global.nc.b32 %0, [%1];\n}"
+      : "=r"(v)
+      : "l"(ptr), "r"(static_cast<uint32_t>(need)));
+  return v;
+}
+
 // Token t's record in two rounds of loads: its four metadata words together, then (when a tap
-// comes from the cache) both block-table entries a window can touch together.
+// comes from the cache) both block-table entries a window can touch together.  No branch
+// depends on one metadata word before all four are used: ptxas moves a load below a branch
+// when only the code after it uses the value, and with `if (slot >= 0)` around the rest it
+// issued the other three words (the direct kernel) or seq_idx (the streaming kernel) only after
+// the slot's round trip (session 70, SASS).  So the fields are formed for every token, and the
+// block-table loads are predicated.  Measured level on the H200 (decode 5.3, spec 31.3-31.4,
+// prefill 56.5-56.6 us, alternating with the build before): the extra round trip was not what
+// bounds these shapes.
 template <typename T>
 __device__ __forceinline__ SconvToken sconv_token(const SconvArgs<T>& p, int64_t t) {
   SconvToken m{};
@@ -137,29 +154,31 @@ __device__ __forceinline__ SconvToken sconv_token(const SconvArgs<T>& p, int64_t
   m.pos = pos;
   m.req = req;
   m.live = slot >= 0;
-  if (m.live) {
-    const int64_t bs = p.block_size;
-    const int W = p.W;
-    int64_t blk, off;
-    divmod(slot, bs, blk, off);
-    m.slot_base = clamp_index(blk, p.num_blocks) * p.c_sb + off * p.c_sn;
-    const int64_t before = (W - 1) - pos;                     // taps before position 0
-    const int64_t ahead = (qs > 0 ? qs : 0) - (t - (W - 1));  // taps before the first x-row
-    m.nz = before <= 0 ? 0 : (before >= W ? W : static_cast<int32_t>(before));
-    m.lead = ahead <= 0 ? 0 : (ahead >= W ? W : static_cast<int32_t>(ahead));
-    // (logical block, offset) of the first cached tap, position pos - (W - 1) + nz: one
-    // division per token.  W <= block_size, so the cached taps span at most two blocks; the
-    // second entry is read even when unused (clamped into the table), so that both loads are
-    // in flight together.
-    int64_t lblk;
-    divmod(pos - (W - 1) + m.nz, bs, lblk, m.off0);
-    if (m.lead > m.nz) {
-      const int32_t* table = p.block_table + clamp_index(req, p.num_reqs) * p.bt_sr;
-      const int32_t b0 = ld_issue(table + clamp_index(lblk, p.max_blocks));
-      const int32_t b1 = ld_issue(table + clamp_index(lblk + 1, p.max_blocks));
-      m.blk[0] = clamp_index(b0, p.num_blocks) * p.c_sb;
-      m.blk[1] = clamp_index(b1, p.num_blocks) * p.c_sb;
-    }
+  const int64_t bs = p.block_size;
+  const int W = p.W;
+  int64_t blk, off;
+  divmod(m.live ? slot : 0, bs, blk, off);
+  m.slot_base = m.live ? clamp_index(blk, p.num_blocks) * p.c_sb + off * p.c_sn : 0;
+  const int64_t before = (W - 1) - pos;                     // taps before position 0
+  const int64_t ahead = (qs > 0 ? qs : 0) - (t - (W - 1));  // taps before the first x-row
+  const int32_t nz = before <= 0 ? 0 : (before >= W ? W : static_cast<int32_t>(before));
+  const int32_t lead = ahead <= 0 ? 0 : (ahead >= W ? W : static_cast<int32_t>(ahead));
+  m.nz = m.live ? nz : 0;
+  m.lead = m.live ? lead : 0;
+  // (logical block, offset) of the first cached tap, position pos - (W - 1) + nz: one
+  // division per token.  W <= block_size, so the cached taps span at most two blocks; the
+  // second entry is read even when unused (clamped into the table), so that both loads are
+  // in flight together.
+  int64_t lblk, off0;
+  divmod(pos - (W - 1) + nz, bs, lblk, off0);
+  m.off0 = m.live ? off0 : 0;
+  const bool cached = m.lead > m.nz;
+  const int32_t* table = p.block_table + clamp_index(req, p.num_reqs) * p.bt_sr;
+  const int32_t b0 = ld_issue_if(table + clamp_index(lblk, p.max_blocks), cached);
+  const int32_t b1 = ld_issue_if(table + clamp_index(lblk + 1, p.max_blocks), cached);
+  if (cached) {
+    m.blk[0] = clamp_index(b0, p.num_blocks) * p.c_sb;
+    m.blk[1] = clamp_index(b1, p.num_blocks) * p.c_sb;
   }
   return m;
 }
@@ -584,13 +603,17 @@ __global__ void __launch_bounds__(kSconvStreamThreads, (sconv_stream_min_blocks<
   cp_async_wait<0>();  // this thread's copies (no other thread reads its column)
   if (!has_c) return;
   if (simple && meta[0].lead > 0) {  // = W - 1: token 0's cached taps replace rows t0 - (W - 1) ..
+    // All W - 1 loads before the first store: with a load and a store per tap, ptxas issued
+    // each tap's load only after the previous tap's store (SASS: LDG, STS, LDG, STS, ...), so
+    // every request start waited W - 1 dependent round trips instead of one.  H200, session 70,
+    // spec (256 x 16 tokens) in bench.py, two alternations: 32.3-32.4 -> 31.3-31.4 us; decode
+    // and prefill (no request start with cached taps in a run) level.
     const int64_t head_off = sconv_head_offset(p, c0);
+    Vec tap[W > 1 ? W - 1 : 1];
 #pragma unroll
-    for (int j = 0; j < W - 1; ++j) {
-      Vec tap;
-      tap.load(sconv_cached_tap(p, meta[0], j, head_off));
-      rows[j][tid] = *reinterpret_cast<const int4*>(tap.v);
-    }
+    for (int j = 0; j < W - 1; ++j) tap[j].load(sconv_cached_tap(p, meta[0], j, head_off));
+#pragma unroll
+    for (int j = 0; j < W - 1; ++j) rows[j][tid] = *reinterpret_cast<const int4*>(tap[j].v);
   }
   float wf[W][E];  // weight[c0 + k, j]
 #pragma unroll
