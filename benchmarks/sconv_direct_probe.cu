@@ -16,6 +16,7 @@
 
 #include "harness.cuh"
 #include "kernels/sconv.cuh"
+#include "sconv_harness.cuh"
 
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
@@ -171,67 +172,16 @@ __global__ void __launch_bounds__(128) chain_kernel(const __grid_constant__ k::S
 
 template <typename K>
 void launch(K kernel, dim3 grid, cudaStream_t s, bool pdl, const k::SconvArgs<T>& a) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(128);
-  cfg.stream = s;
-  cfg.attrs = attr;
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.numAttrs = 1;
-  }
-  CK(cudaLaunchKernelEx(&cfg, kernel, a));
+  sconv_probe_launch(kernel, grid, 128, s, pdl, a);
 }
 
 int main(int argc, char** argv) {
   const int reqs = argc > 1 ? std::atoi(argv[1]) : 256;
-  const int H = 8, D = 2048, N = 4, off_s = 256, ws = 512, C = H * ws, start = 1000;
-  // selfcheck.sconv_batch_of's layout: each request's blocks [lo_blk, hi_blk] are distinct
-  // random physical blocks >= 1.
-  const int lo_blk = (start - (W - 1)) / N, hi_blk = start / N, per_req = hi_blk - lo_blk + 1;
-  const int maxb = hi_blk + 1, nblocks = reqs * per_req + 1;
-  std::vector<int32_t> table(static_cast<size_t>(reqs) * maxb, 0), perm(reqs * per_req);
-  for (int i = 0; i < reqs * per_req; ++i) perm[i] = i + 1;
-  std::srand(1);
-  for (int i = reqs * per_req - 1; i > 0; --i) std::swap(perm[i], perm[std::rand() % (i + 1)]);
-  std::vector<int64_t> pos(reqs, start), slots(reqs);
-  std::vector<int32_t> seq(reqs), qs(reqs);
-  for (int r = 0; r < reqs; ++r) {
-    for (int q = 0; q < per_req; ++q) table[static_cast<size_t>(r) * maxb + lo_blk + q] = perm[r * per_req + q];
-    seq[r] = r;
-    qs[r] = r;
-    slots[r] = static_cast<int64_t>(table[static_cast<size_t>(r) * maxb + start / N]) * N + start % N;
-  }
-  const size_t csz = static_cast<size_t>(nblocks) * H * N * D, xsz = static_cast<size_t>(reqs) * C;
-  T *x, *wt, *cache, *out;
-  int64_t *dpos, *dslot;
-  int32_t *dtab, *dseq, *dqs;
-  CK(cudaMalloc(&x, xsz * 2));
-  CK(cudaMalloc(&wt, static_cast<size_t>(C) * W * 2));
-  CK(cudaMalloc(&cache, csz * 2));
-  CK(cudaMalloc(&out, xsz * 2));
-  CK(cudaMalloc(&dpos, reqs * 8));
-  CK(cudaMalloc(&dslot, reqs * 8));
-  CK(cudaMalloc(&dtab, table.size() * 4));
-  CK(cudaMalloc(&dseq, reqs * 4));
-  CK(cudaMalloc(&dqs, reqs * 4));
-  fill_uniform<<<512, 256>>>(x, static_cast<int64_t>(xsz), 1);
-  fill_uniform<<<512, 256>>>(wt, static_cast<int64_t>(C) * W, 2);
-  fill_uniform<<<2048, 256>>>(cache, static_cast<int64_t>(csz), 3);
-  CK(cudaMemcpy(dpos, pos.data(), reqs * 8, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dslot, slots.data(), reqs * 8, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dtab, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dseq, seq.data(), reqs * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dqs, qs.data(), reqs * 4, cudaMemcpyHostToDevice));
-  CK(cudaDeviceSynchronize());
-  k::SconvArgs<T> a{};
-  a.x = x, a.x_st = C, a.weight = wt, a.w_sc = W, a.w_sw = 1, a.cache = cache;
-  a.c_sb = static_cast<int64_t>(H) * N * D, a.c_sh = static_cast<int64_t>(N) * D, a.c_sn = D, a.out = out;
-  a.positions = dpos, a.block_table = dtab, a.bt_sr = maxb, a.seq_idx = dseq, a.slot_mapping = dslot;
-  a.query_start = dqs, a.tokens = reqs, a.C = C, a.ws = ws, a.off_s = off_s, a.W = W, a.block_size = N;
-  a.num_blocks = nblocks, a.num_reqs = reqs, a.max_blocks = maxb, a.silu = true, a.residual = true;
+  SconvProbeBatch batch = make_sconv_probe_batch(reqs, 1, 1000, W);
+  const k::SconvArgs<T>& a = batch.a;
+  const int C = a.C;
+  const size_t xsz = batch.xsz;
+  T* out = batch.out;
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   // The reference: the direct kernel once.  Rewriting x into its slot leaves the cache as it was.

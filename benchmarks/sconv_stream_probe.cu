@@ -59,6 +59,7 @@
 
 #include "harness.cuh"
 #include "kernels/sconv.cuh"
+#include "sconv_harness.cuh"
 
 namespace k = xpress::kernels;
 using T = __nv_bfloat16;
@@ -67,6 +68,48 @@ constexpr int kCols = k::kSconvStreamThreads;  // 128 channel vectors a CTA
 using Vec = k::Lanes<T, E>;
 
 constexpr int kNoTaps = 1, kNoRecords = 2, kNoMath = 4;
+
+// What every variant's CTA starts with: its column of the x rows t0 - L .. t0 + R - 1 copied
+// into shared memory (zeros outside [0, T)), and its filters loaded.
+__device__ __forceinline__ void stage_run(const k::SconvArgs<T>& p, int4 (&rows)[R + L][kCols], int64_t t0, int c0,
+                                          Vec (&wv)[W]) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool has_c = c0 < p.C;
+#pragma unroll
+  for (int q = 0; q < R + L; ++q) {
+    const int64_t row = t0 - L + q;
+    const bool in = has_c && row >= 0 && row < p.tokens;
+    k::cp_async16(&rows[q][tid], in ? p.x + row * p.x_st + c0 : p.x, in ? 16 : 0);
+  }
+  k::cp_async_commit();
+  if (has_c) {
+#pragma unroll
+    for (int q = 0; q < W; ++q) wv[q].load(p.weight + static_cast<int64_t>(c0) * W + q * E);
+  }
+}
+
+// Token i's record (lane i < R) and whether it is "simple" (sconv_stream_kernel's rule).
+__device__ __forceinline__ bool form_record(const k::SconvArgs<T>& p, k::SconvToken* meta, int64_t t0, int i) {
+  const int64_t t = t0 + i;
+  const int64_t qs0 = k::ld_issue(p.query_start + t0), pos0 = k::ld_issue(p.positions + t0);
+  const int32_t req0 = k::ld_issue(p.seq_idx + t0);
+  const k::SconvToken m = t < p.tokens ? k::sconv_token(p, t) : k::SconvToken{};
+  meta[i] = m;
+  const int want = qs0 == t0 && i < W - 1 ? W - 1 - i : 0;
+  return m.has && m.live && m.nz == 0 && m.lead == want && (want == 0 || (m.pos == pos0 + i && m.req == req0));
+}
+
+// The request start's cached taps into the window's first L rows, each stored before the next
+// is loaded (the order ptxas gave sconv_stream_kernel before session 70).
+__device__ __forceinline__ void taps_one_by_one(const k::SconvArgs<T>& p, const k::SconvToken& m0,
+                                                int4 (&rows)[R + L][kCols], int64_t head_off) {
+#pragma unroll
+  for (int j = 0; j < L; ++j) {
+    Vec one;
+    one.load(k::sconv_cached_tap(p, m0, j, head_off));
+    rows[j][threadIdx.x] = *reinterpret_cast<const int4*>(one.v);
+  }
+}
 
 // The shipped kernel's body with parts left out (timing only).
 template <int kMode>
@@ -77,51 +120,28 @@ __global__ void __launch_bounds__(kCols, 5) diag_kernel(const __grid_constant__ 
   const int c0 = (static_cast<int>(blockIdx.y) * kCols + static_cast<int>(threadIdx.x)) * E;
   __shared__ __align__(16) int4 rows[R + L][kCols];
   const int tid = static_cast<int>(threadIdx.x);
-#pragma unroll
-  for (int q = 0; q < R + L; ++q) {
-    const int64_t row = t0 - L + q;
-    const bool in = row >= 0 && row < p.tokens;
-    k::cp_async16(&rows[q][tid], in ? p.x + row * p.x_st + c0 : p.x, in ? 16 : 0);
-  }
-  k::cp_async_commit();
   Vec wv[W];
-#pragma unroll
-  for (int q = 0; q < W; ++q) wv[q].load(p.weight + static_cast<int64_t>(c0) * W + q * E);
+  stage_run(p, rows, t0, c0, wv);
   bool simple = true;
   if (threadIdx.x < R) {
     const int i = static_cast<int>(threadIdx.x);
     const int64_t t = t0 + i;
-    k::SconvToken m{};
     if (kMode & kNoRecords) {  // every token live, its slot a function of t, no cached tap
+      k::SconvToken m{};
       m.has = m.live = 1;
       m.slot_base = ((t / p.block_size) % p.num_blocks) * p.c_sb + (t % p.block_size) * p.c_sn;  // distinct, packed
+      meta[i] = m;
     } else {
-      const int64_t qs0 = k::ld_issue(p.query_start + t0), pos0 = k::ld_issue(p.positions + t0);
-      const int32_t req0 = k::ld_issue(p.seq_idx + t0);
-      m = k::sconv_token(p, t);
-      const int want = qs0 == t0 && i < W - 1 ? W - 1 - i : 0;
-      simple = m.has && m.live && m.nz == 0 && m.lead == want && (want == 0 || (m.pos == pos0 + i && m.req == req0));
-      if (kMode & kNoTaps) m.lead = 0;
+      simple = form_record(p, meta, t0, i);
+      if (kMode & kNoTaps) meta[i].lead = 0;
     }
-    meta[i] = m;
   }
   simple = __syncthreads_and(simple);
   k::cp_async_wait<0>();
   const int64_t head_off = k::sconv_head_offset(p, c0);
-  if (!(kMode & (kNoTaps | kNoRecords)) && simple && meta[0].lead > 0) {
-#pragma unroll
-    for (int j = 0; j < L; ++j) {
-      Vec tap;
-      tap.load(k::sconv_cached_tap(p, meta[0], j, head_off));
-      rows[j][tid] = *reinterpret_cast<const int4*>(tap.v);
-    }
-  }
+  if (!(kMode & (kNoTaps | kNoRecords)) && simple && meta[0].lead > 0) taps_one_by_one(p, meta[0], rows, head_off);
   float wf[W][E];
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) wf[j][e] = k::to_float(wv[(e * W + j) / E].v[(e * W + j) % E]);
-  }
+  k::sconv_filters_f32(wv, wf);
   const k::SconvWindow<T, E> win{&rows[0][tid]};
   if (kMode & kNoMath) {
 #pragma unroll
@@ -136,24 +156,6 @@ __global__ void __launch_bounds__(kCols, 5) diag_kernel(const __grid_constant__ 
 
 constexpr int kEarly = 8, kLate = 16, kRuntimeAct = 32, kSerialTaps = 64;
 
-// One token of a run whose taps are all window rows (sconv_stream_run's simple path), SiLU and
-// the residual on.
-__device__ __forceinline__ void simple_token(const k::SconvArgs<T>& p, const k::SconvToken* meta, int64_t t0, int i,
-                                             int c0, int64_t head_off, const k::SconvWindow<T, E>& win,
-                                             const float (&wf)[W][E]) {
-  float acc[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) acc[e] = 0.f;
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-    float xf[E];
-    win[i + j].to_floats(xf);
-#pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] = fmaf(xf[e], wf[j][e], acc[e]);
-  }
-  k::sconv_finish<true, true>(p, meta[i], t0 + i, c0, head_off, win[i + W - 1], acc);
-}
-
 // The shipped kernel with the request start's cached taps moved (computes the op, SiLU and the
 // residual on): kEarly, every thread forms token 0's record itself and issues its taps' loads
 // before the CTA's barrier; kLate, at a request start the run's tokens W - 1.. first (their taps
@@ -167,18 +169,8 @@ __global__ void __launch_bounds__(kCols, kMinBlocks) start_kernel(const __grid_c
   const bool has_c = c0 < p.C;
   __shared__ __align__(16) int4 rows[R + L][kCols];
   const int tid = static_cast<int>(threadIdx.x);
-#pragma unroll
-  for (int q = 0; q < R + L; ++q) {
-    const int64_t row = t0 - L + q;
-    const bool in = has_c && row >= 0 && row < p.tokens;
-    k::cp_async16(&rows[q][tid], in ? p.x + row * p.x_st + c0 : p.x, in ? 16 : 0);
-  }
-  k::cp_async_commit();
   Vec wv[W];
-  if (has_c) {
-#pragma unroll
-    for (int q = 0; q < W; ++q) wv[q].load(p.weight + static_cast<int64_t>(c0) * W + q * E);
-  }
+  stage_run(p, rows, t0, c0, wv);
   const int64_t head_off = k::sconv_head_offset(p, c0);
   Vec tap[L];
   if (kMode & kEarly) {
@@ -190,16 +182,7 @@ __global__ void __launch_bounds__(kCols, kMinBlocks) start_kernel(const __grid_c
     }
   }
   bool simple = true;
-  if (threadIdx.x < R) {
-    const int i = static_cast<int>(threadIdx.x);
-    const int64_t t = t0 + i;
-    const int64_t qs0 = k::ld_issue(p.query_start + t0), pos0 = k::ld_issue(p.positions + t0);
-    const int32_t req0 = k::ld_issue(p.seq_idx + t0);
-    const k::SconvToken m = t < p.tokens ? k::sconv_token(p, t) : k::SconvToken{};
-    meta[i] = m;
-    const int want = qs0 == t0 && i < W - 1 ? W - 1 - i : 0;
-    simple = m.has && m.live && m.nz == 0 && m.lead == want && (want == 0 || (m.pos == pos0 + i && m.req == req0));
-  }
+  if (threadIdx.x < R) simple = form_record(p, meta, t0, static_cast<int>(threadIdx.x));
   simple = __syncthreads_and(simple);
   k::cp_async_wait<0>();
   if (!has_c) return;
@@ -208,28 +191,17 @@ __global__ void __launch_bounds__(kCols, kMinBlocks) start_kernel(const __grid_c
 #pragma unroll
     for (int j = 0; j < L; ++j) tap[j].load(k::sconv_cached_tap(p, meta[0], j, head_off));
   }
-  if (start && (kMode & kSerialTaps)) {  // the shipped kernel's order: each tap stored before the next is loaded
-#pragma unroll
-    for (int j = 0; j < L; ++j) {
-      Vec one;
-      one.load(k::sconv_cached_tap(p, meta[0], j, head_off));
-      rows[j][tid] = *reinterpret_cast<const int4*>(one.v);
-    }
-  }
+  if (start && (kMode & kSerialTaps)) taps_one_by_one(p, meta[0], rows, head_off);
   float wf[W][E];
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-#pragma unroll
-    for (int e = 0; e < E; ++e) wf[j][e] = k::to_float(wv[(e * W + j) / E].v[(e * W + j) % E]);
-  }
+  k::sconv_filters_f32(wv, wf);
   const k::SconvWindow<T, E> win{&rows[0][tid]};
   if (start && (kMode & kLate)) {
 #pragma unroll
-    for (int i = L; i < R; ++i) simple_token(p, meta, t0, i, c0, head_off, win, wf);
+    for (int i = L; i < R; ++i) k::sconv_window_token<true, true>(p, meta[i], t0 + i, c0, head_off, win, i, wf);
 #pragma unroll
     for (int j = 0; j < L; ++j) rows[j][tid] = *reinterpret_cast<const int4*>(tap[j].v);
 #pragma unroll
-    for (int i = 0; i < L; ++i) simple_token(p, meta, t0, i, c0, head_off, win, wf);
+    for (int i = 0; i < L; ++i) k::sconv_window_token<true, true>(p, meta[i], t0 + i, c0, head_off, win, i, wf);
     return;
   }
   if (start && !(kMode & kSerialTaps)) {
@@ -312,11 +284,7 @@ __global__ void __launch_bounds__(kPipeThreads, kMinBlocks)
       }
       if (has_c) {
         float wf[W][E];
-#pragma unroll
-        for (int j = 0; j < W; ++j) {
-#pragma unroll
-          for (int e = 0; e < E; ++e) wf[j][e] = k::to_float(wv[(e * W + j) / E].v[(e * W + j) % E]);
-        }
+        k::sconv_filters_f32(wv, wf);
         const k::SconvWindow<T, E> win{&rows[b][0][tid]};
         const int64_t t0 = (u % nruns) * R;
         const bool simple = flags[b] & 1;
@@ -338,15 +306,7 @@ __global__ void __launch_bounds__(kPipeThreads, kMinBlocks)
       if (kk >= 2) bar_sync(3 + b, kPair);  // unit kk - 2's arithmetic is done with buffer b
       const int64_t t0 = (u % nruns) * R;
       bool simple = true;
-      if (lane < R) {
-        const int64_t t = t0 + lane;
-        const int64_t qs0 = k::ld_issue(p.query_start + t0), pos0 = k::ld_issue(p.positions + t0);
-        const int32_t req0 = k::ld_issue(p.seq_idx + t0);
-        const k::SconvToken m = t < p.tokens ? k::sconv_token(p, t) : k::SconvToken{};
-        meta[b][lane] = m;
-        const int want = qs0 == t0 && lane < W - 1 ? W - 1 - lane : 0;
-        simple = m.has && m.live && m.nz == 0 && m.lead == want && (want == 0 || (m.pos == pos0 + lane && m.req == req0));
-      }
+      if (lane < R) simple = form_record(p, meta[b], t0, lane);
       simple = __all_sync(0xffffffffu, simple);
       __syncwarp();
       const bool start = simple && meta[b][0].lead > 0;
@@ -382,83 +342,20 @@ __global__ void __launch_bounds__(kPipeThreads, kMinBlocks)
 
 template <typename K>
 void launch(K kernel, dim3 grid, unsigned block, cudaStream_t s, bool pdl, const k::SconvArgs<T>& a) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cfg.attrs = attr;
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.numAttrs = 1;
-  }
-  CK(cudaLaunchKernelEx(&cfg, kernel, a));
+  sconv_probe_launch(kernel, grid, block, s, pdl, a);
 }
 template <typename K>
 void launch_pipe(K kernel, dim3 grid, cudaStream_t s, bool pdl, const k::SconvArgs<T>& a, int64_t nruns, int64_t units) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kPipeThreads);
-  cfg.stream = s;
-  cfg.attrs = attr;
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.numAttrs = 1;
-  }
-  CK(cudaLaunchKernelEx(&cfg, kernel, a, nruns, units));
+  sconv_probe_launch(kernel, grid, kPipeThreads, s, pdl, a, nruns, units);
 }
 
 void run_case(const char* name, int reqs, int news, int start) {
-  const int H = 8, D = 2048, N = 4, off_s = 256, ws = 512, C = H * ws;
-  const int lo_blk = std::max(0, start - (W - 1)) / N, hi_blk = (start + news - 1) / N, per_req = hi_blk - lo_blk + 1;
-  const int maxb = hi_blk + 1, nblocks = reqs * per_req + 1;
-  const int64_t tokens = static_cast<int64_t>(reqs) * news;
-  std::vector<int32_t> table(static_cast<size_t>(reqs) * maxb, 0), perm(reqs * per_req);
-  for (int i = 0; i < reqs * per_req; ++i) perm[i] = i + 1;
-  std::srand(1);
-  for (int i = reqs * per_req - 1; i > 0; --i) std::swap(perm[i], perm[std::rand() % (i + 1)]);
-  for (int r = 0; r < reqs; ++r)
-    for (int q = 0; q < per_req; ++q) table[static_cast<size_t>(r) * maxb + lo_blk + q] = perm[r * per_req + q];
-  std::vector<int64_t> pos(tokens), slots(tokens);
-  std::vector<int32_t> seq(tokens), qs(tokens);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const int r = static_cast<int>(t / news);
-    pos[t] = start + t % news;
-    seq[t] = r;
-    qs[t] = r * news;
-    slots[t] = static_cast<int64_t>(table[static_cast<size_t>(r) * maxb + pos[t] / N]) * N + pos[t] % N;
-  }
-  const size_t csz = static_cast<size_t>(nblocks) * H * N * D, xsz = static_cast<size_t>(tokens) * C;
-  T *x, *wt, *cache, *out;
-  int64_t *dpos, *dslot;
-  int32_t *dtab, *dseq, *dqs;
-  CK(cudaMalloc(&x, xsz * 2));
-  CK(cudaMalloc(&wt, static_cast<size_t>(C) * W * 2));
-  CK(cudaMalloc(&cache, csz * 2));
-  CK(cudaMalloc(&out, xsz * 2));
-  CK(cudaMalloc(&dpos, tokens * 8));
-  CK(cudaMalloc(&dslot, tokens * 8));
-  CK(cudaMalloc(&dtab, table.size() * 4));
-  CK(cudaMalloc(&dseq, tokens * 4));
-  CK(cudaMalloc(&dqs, tokens * 4));
-  fill_uniform<<<512, 256>>>(x, static_cast<int64_t>(xsz), 1);
-  fill_uniform<<<512, 256>>>(wt, static_cast<int64_t>(C) * W, 2);
-  fill_uniform<<<2048, 256>>>(cache, static_cast<int64_t>(csz), 3);
-  CK(cudaMemcpy(dpos, pos.data(), tokens * 8, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dslot, slots.data(), tokens * 8, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dtab, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dseq, seq.data(), tokens * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(dqs, qs.data(), tokens * 4, cudaMemcpyHostToDevice));
-  CK(cudaDeviceSynchronize());
-  k::SconvArgs<T> a{};
-  a.x = x, a.x_st = C, a.weight = wt, a.w_sc = W, a.w_sw = 1, a.cache = cache;
-  a.c_sb = static_cast<int64_t>(H) * N * D, a.c_sh = static_cast<int64_t>(N) * D, a.c_sn = D, a.out = out;
-  a.positions = dpos, a.block_table = dtab, a.bt_sr = maxb, a.seq_idx = dseq, a.slot_mapping = dslot;
-  a.query_start = dqs, a.tokens = tokens, a.C = C, a.ws = ws, a.off_s = off_s, a.W = W, a.block_size = N;
-  a.num_blocks = nblocks, a.num_reqs = reqs, a.max_blocks = maxb, a.silu = true, a.residual = true;
+  SconvProbeBatch batch = make_sconv_probe_batch(reqs, news, start, W);
+  const k::SconvArgs<T>& a = batch.a;
+  const int64_t tokens = batch.tokens;
+  const int C = a.C;
+  const size_t xsz = batch.xsz, csz = batch.csz;
+  T *cache = batch.cache, *out = batch.out;
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   const int64_t nruns = (tokens + R - 1) / R, ncols = C / E / kCols, units = nruns * ncols;
@@ -531,15 +428,8 @@ void run_case(const char* name, int reqs, int news, int start) {
     plain("timing: no records, no math", diag_kernel<kNoRecords | kNoMath>, kCols, sgrid, false);
     plain("traffic (x once, out, slot)", traffic_kernel, kCols, dim3(static_cast<unsigned>(tokens), static_cast<unsigned>(ncols)), false);
   }
-  CK(cudaFree(x));
-  CK(cudaFree(wt));
-  CK(cudaFree(cache));
-  CK(cudaFree(out));
-  CK(cudaFree(dpos));
-  CK(cudaFree(dslot));
-  CK(cudaFree(dtab));
-  CK(cudaFree(dseq));
-  CK(cudaFree(dqs));
+  CK(cudaStreamDestroy(s));
+  batch.release();
 }
 
 int main(int argc, char** argv) {

@@ -496,6 +496,35 @@ struct SconvWindow {
   }
 };
 
+// The run's filters in fp32, wf[j][k] = weight[c0 + k, j], from the W vectors of weight[c0 ..
+// c0 + E, 0 .. W) as loaded.
+template <typename T, int E, int W>
+__device__ __forceinline__ void sconv_filters_f32(const Lanes<T, E> (&wv)[W], float (&wf)[W][E]) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+#pragma unroll
+    for (int k = 0; k < E; ++k) wf[j][k] = to_float(wv[(k * W + j) / E].v[(k * W + j) % E]);
+  }
+}
+
+// Token i of a run whose taps are window rows i .. i + W - 1 (i known after unrolling).
+template <bool kSilu, bool kResidual, typename T, int E, int W>
+__device__ __forceinline__ void sconv_window_token(const SconvArgs<T>& p, const SconvToken& m, int64_t t,
+                                                   int c0, int64_t head_off, const SconvWindow<T, E>& win,
+                                                   int i, const float (&wf)[W][E]) {
+  float acc[E];
+#pragma unroll
+  for (int k = 0; k < E; ++k) acc[k] = 0.f;
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    float xf[E];
+    win[i + j].to_floats(xf);
+#pragma unroll
+    for (int k = 0; k < E; ++k) acc[k] = fmaf(xf[k], wf[j][k], acc[k]);
+  }
+  sconv_finish<kSilu, kResidual>(p, m, t, c0, head_off, win[i + W - 1], acc);
+}
+
 template <bool kSilu, bool kResidual, typename T, int E, int W, int R>
 __device__ __forceinline__ void sconv_stream_run(const SconvArgs<T>& p, const SconvToken* meta,
                                                  int64_t t0, int c0, bool simple,
@@ -505,19 +534,7 @@ __device__ __forceinline__ void sconv_stream_run(const SconvArgs<T>& p, const Sc
   const int64_t head_off = sconv_head_offset(p, c0);
   if (simple) {  // every token of the run live, in range, all taps from the window
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      float acc[E];
-#pragma unroll
-      for (int k = 0; k < E; ++k) acc[k] = 0.f;
-#pragma unroll
-      for (int j = 0; j < W; ++j) {
-        float xf[E];
-        win[i + j].to_floats(xf);
-#pragma unroll
-        for (int k = 0; k < E; ++k) acc[k] = fmaf(xf[k], wf[j][k], acc[k]);
-      }
-      sconv_finish<kSilu, kResidual>(p, meta[i], t0 + i, c0, head_off, win[i + W - 1], acc);
-    }
+    for (int i = 0; i < R; ++i) sconv_window_token<kSilu, kResidual>(p, meta[i], t0 + i, c0, head_off, win, i, wf);
     return;
   }
 #pragma unroll
@@ -616,11 +633,7 @@ __global__ void __launch_bounds__(kSconvStreamThreads, (sconv_stream_min_blocks<
     for (int j = 0; j < W - 1; ++j) rows[j][tid] = *reinterpret_cast<const int4*>(tap[j].v);
   }
   float wf[W][E];  // weight[c0 + k, j]
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-#pragma unroll
-    for (int k = 0; k < E; ++k) wf[j][k] = to_float(wv[(k * W + j) / E].v[(k * W + j) % E]);
-  }
+  sconv_filters_f32(wv, wf);
   const SconvWindow<T, E> win{&rows[0][tid]};
   if (p.silu) {
     if (p.residual) return sconv_stream_run<true, true, T, E, W, R>(p, meta, t0, c0, simple, win, wf);
