@@ -3,6 +3,9 @@
 // Graph replay of 20 launches (harness.cuh), with and without programmatic dependent launch,
 // at TARGETS.md's layout (H = 8, D = 2048, W = block_size = 4, ws = 512, position 1000); each
 // variant that computes the op is checked bitwise against the direct kernel's output.
+// Session 71 added the rows whose token records are formed once per CTA (shared_records_kernel,
+// 4 to 32 tokens a CTA; the same kernel as benchmarks/experiments/sconv_direct_records.patch
+// makes the shipped one) and probe_kernel's records by lanes with the taps in registers.
 //
 //   nvcc -std=c++17 -O3 -I csrc -I benchmarks -gencode=arch=compute_90,code=sm_90 \
 //        benchmarks/sconv_direct_probe.cu -o /tmp/sconv_probe && /tmp/sconv_probe [REQUESTS]
@@ -144,6 +147,83 @@ __global__ void __launch_bounds__(128, kMinBlocks) probe_kernel(const __grid_con
   }
 }
 
+// Token records formed once per CTA (session 71): lane i of warp 0 forms token i's record, with
+// its cached taps' offsets in the cache (without the head's columns), into shared memory; the
+// one barrier (which also covers the filters) hands each warp its token's.  In the direct kernel
+// every warp forms its own token's record, and the SASS puts ~350 instructions a warp between the
+// metadata's arrival and the tap loads (two divisions, 64-bit clamps and products, a diamond a
+// tap): issued once per token and 256 channels, 16 times per token at C = 4096.  Here a CTA of
+// TPC tokens issues them once, and the other warps only add the head's columns to the bases.
+// kBases = false: the warps form their taps' addresses from the record as the direct kernel does.
+// Same records, same taps, same FMA order and epilogue: the same bits as the direct kernel.
+template <int TPC>
+struct SharedRecords {
+  k::SconvToken m[TPC];
+  int64_t tap[TPC][W];  // cached tap j's element offset without the head's columns (nz <= j < lead)
+};
+
+template <int TPC, bool kBases>
+__global__ void __launch_bounds__(32 * TPC) shared_records_kernel(const __grid_constant__ k::SconvArgs<T> p) {
+  k::grid_dependency_sync();
+  __shared__ __align__(16) int4 filters[32 * W];
+  __shared__ SharedRecords<TPC> rec;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, w = tid >> 5;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * TPC, t = t0 + w;
+  const int cbase = static_cast<int>(blockIdx.y) * 32 * E;
+  const int c0 = cbase + lane * E;
+  const int vecs = (p.C - cbase < 32 * E ? (p.C - cbase) / E : 32) * W;
+  for (int i = tid; i < vecs; i += 32 * TPC) {
+    k::cp_async16(&filters[i], p.weight + static_cast<int64_t>(cbase) * W + static_cast<int64_t>(i) * E, 16);
+  }
+  k::cp_async_commit();
+  const bool active = t < p.tokens && c0 < p.C;
+  Vec xt;
+  if (active) xt.load(p.x + t * p.x_st + c0);  // waited for at the epilogue
+  if (tid < TPC) {
+    const int64_t tt = t0 + tid;
+    const k::SconvToken m = tt < p.tokens ? k::sconv_token(p, tt) : k::SconvToken{};
+    rec.m[tid] = m;
+    if (kBases) {
+#pragma unroll
+      for (int j = 0; j < W; ++j) rec.tap[tid][j] = k::sconv_cached_tap(p, m, j, 0) - p.cache;
+    }
+  }
+  const int64_t head_off = k::sconv_head_offset(p, c0);
+  k::cp_async_wait<0>();
+  __syncthreads();  // the records and the filters
+  if (!active) return;
+  const k::SconvToken m = rec.m[w];
+  float acc[E];
+#pragma unroll
+  for (int q = 0; q < E; ++q) acc[q] = 0.f;
+  if (m.live) {
+    auto x_row = [&](int64_t row) -> const T* { return p.x + row * p.x_st + c0; };
+    Vec tap[W];
+    const T* src[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      if (kBases) {
+        src[j] = j < m.nz ? nullptr : (j >= m.lead ? x_row(t - (W - 1) + j) : p.cache + (rec.tap[w][j] + head_off));
+      } else {
+        src[j] = k::sconv_tap_src(p, m, t, j, head_off, x_row);
+      }
+    }
+    k::load_taps(tap, src);
+    Vec wv[W];
+#pragma unroll
+    for (int q = 0; q < W; ++q) *reinterpret_cast<int4*>(wv[q].v) = filters[lane * W + q];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {  // sconv_direct_kernel's FMA order: taps ascending
+      if (src[j] == nullptr) continue;
+      float xf[E];
+      tap[j].to_floats(xf);
+#pragma unroll
+      for (int q = 0; q < E; ++q) acc[q] = fmaf(xf[q], k::to_float(wv[(q * W + j) / E].v[(q * W + j) % E]), acc[q]);
+    }
+  }
+  k::sconv_store(p, m, t, c0, head_off, xt, acc);
+}
+
 // Decode's traffic and dependent loads only (benchmarks/probe_sconv.py's Triton "chain" kernel
 // in CUDA): x, then the token's position, request and slot, then its W - 1 block-table
 // entries, then its W - 1 cached taps, XOR-ed into out; x to its slot.
@@ -171,8 +251,8 @@ __global__ void __launch_bounds__(128) chain_kernel(const __grid_constant__ k::S
 }
 
 template <typename K>
-void launch(K kernel, dim3 grid, cudaStream_t s, bool pdl, const k::SconvArgs<T>& a) {
-  sconv_probe_launch(kernel, grid, 128, s, pdl, a);
+void launch(K kernel, dim3 grid, cudaStream_t s, bool pdl, const k::SconvArgs<T>& a, int tpc = 4) {
+  sconv_probe_launch(kernel, grid, 32 * tpc, s, pdl, a);
 }
 
 int main(int argc, char** argv) {
@@ -186,20 +266,22 @@ int main(int argc, char** argv) {
   CK(cudaStreamCreate(&s));
   // The reference: the direct kernel once.  Rewriting x into its slot leaves the cache as it was.
   std::vector<uint16_t> ref(xsz), got(xsz);
-  const dim3 grid1((reqs + 3) / 4, C / E / 32);
-  launch(k::sconv_direct_kernel<T, E, W>, grid1, s, false, a);
+  constexpr int kDirect = k::kSconvDirectTokens;
+  const dim3 grid1((reqs + kDirect - 1) / kDirect, C / E / 32);
+  launch(k::sconv_direct_kernel<T, E, W>, grid1, s, false, a, kDirect);
   CK(cudaStreamSynchronize(s));
   CK(cudaMemcpy(ref.data(), out, xsz * 2, cudaMemcpyDeviceToHost));
-  auto run = [&](const char* name, auto kernel, int nv, bool computes) {
-    const dim3 grid((reqs + 3) / 4, C / E / 32 / nv);
+  // tpc: tokens (warps) a CTA.
+  auto run = [&](const char* name, auto kernel, int nv, bool computes, int tpc = 4) {
+    const dim3 grid((reqs + tpc - 1) / tpc, C / E / 32 / nv);
     int occ = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 128, 0));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, 32 * tpc, 0));
     cudaFuncAttributes fa;
     CK(cudaFuncGetAttributes(&fa, kernel));
     const char* bits = "timing only";
     if (computes) {
       CK(cudaMemset(out, 0, xsz * 2));
-      launch(kernel, grid, s, false, a);
+      launch(kernel, grid, s, false, a, tpc);
       CK(cudaStreamSynchronize(s));
       CK(cudaMemcpy(got.data(), out, xsz * 2, cudaMemcpyDeviceToHost));
       bits = std::memcmp(got.data(), ref.data(), xsz * 2) == 0 ? "same bits" : "DIFFERENT BITS";
@@ -208,14 +290,14 @@ int main(int argc, char** argv) {
     for (int pdl = 0; pdl < 2; ++pdl) {
       us[pdl] = 1e9f;
       for (int rep = 0; rep < 3; ++rep) {
-        us[pdl] = std::min(us[pdl], time_launches(s, [&](cudaStream_t st) { launch(kernel, grid, st, pdl, a); }).graph_us);
+        us[pdl] = std::min(us[pdl], time_launches(s, [&](cudaStream_t st) { launch(kernel, grid, st, pdl, a, tpc); }).graph_us);
       }
     }
     std::printf("| %s | %d | %zu | %d | %.2f | %.2f | %s |\n", name, fa.numRegs, fa.localSizeBytes, occ, us[1], us[0], bits);
   };
   std::printf("%d one-token requests, C = %d: graph replay, best of 3 medians, us\n\n", reqs, C);
   std::printf("| kernel | registers | local bytes | CTAs / SM | with PDL | without | output |\n|---|---|---|---|---|---|---|\n");
-  run("sconv_direct_kernel", k::sconv_direct_kernel<T, E, W>, 1, true);
+  run("sconv_direct_kernel", k::sconv_direct_kernel<T, E, W>, 1, true, kDirect);
   run("copy of it (probe_kernel<0>)", probe_kernel<0, 1, 1>, 1, true);
   run("capped at 12 CTAs / SM", probe_kernel<0, 1, 12>, 1, true);
   run("capped at 16 CTAs / SM", probe_kernel<0, 1, 16>, 1, true);
@@ -228,6 +310,12 @@ int main(int argc, char** argv) {
   run("no epilogue", probe_kernel<kNoEpilogue, 1, 1>, 1, false);
   run("neither", probe_kernel<kNoFilters | kNoEpilogue, 1, 1>, 1, false);
   run("neither, taps XOR-ed", probe_kernel<kNoFilters | kNoEpilogue | kXorTaps, 1, 1>, 1, false);
+  run("records by 4 lanes, taps in registers", probe_kernel<kLaneRecords, 1, 1>, 1, true);
+  run("records once a CTA, 4 tokens", shared_records_kernel<4, false>, 1, true, 4);
+  run("records and tap bases once a CTA, 4 tokens", shared_records_kernel<4, true>, 1, true, 4);
+  run("records and tap bases once a CTA, 8 tokens", shared_records_kernel<8, true>, 1, true, 8);
+  run("records and tap bases once a CTA, 16 tokens", shared_records_kernel<16, true>, 1, true, 16);
+  run("records and tap bases once a CTA, 32 tokens", shared_records_kernel<32, true>, 1, true, 32);
   run("chain: the loads only", chain_kernel, 1, false);
   return 0;
 }
