@@ -136,10 +136,12 @@ def loads_behind_waits(ins: list) -> list:
     labels = {int(m.group(1), 16) for _, t in ins for m in TARGET.finditer(t)}
     hits = []
     start, ready, pending, waits = 0, {}, set(), []
+    after_call = False  # a call's return: what the callee wrote is not tracked
     for i, (addr, text) in enumerate(ins):
-        if int(addr, 16) in labels or (i and ins[i - 1][1].split()[0].startswith("CALL")):
+        if int(addr, 16) in labels or after_call:
             start, ready, pending, waits = i, {}, set(), []
         op, writes, reads = _parse(text)
+        after_call = op.startswith("CALL")
         is_wait = WAIT.match(op) is not None
         if reads & pending:  # the first use of a global load's result waits for it
             is_wait = True
