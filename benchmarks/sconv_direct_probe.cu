@@ -154,7 +154,8 @@ __global__ void __launch_bounds__(128, kMinBlocks) probe_kernel(const __grid_con
 // metadata's arrival and the tap loads (two divisions, 64-bit clamps and products, a diamond a
 // tap): issued once per token and 256 channels, 16 times per token at C = 4096.  Here a CTA of
 // TPC tokens issues them once, and the other warps only add the head's columns to the bases.
-// kBases = false: the warps form their taps' addresses from the record as the direct kernel does.
+// (probe_kernel<kLaneRecords> is the same records without the offsets: each warp forms its taps'
+// addresses from the record as the direct kernel does.)
 // Same records, same taps, same FMA order and epilogue: the same bits as the direct kernel.
 template <int TPC>
 struct SharedRecords {
@@ -162,7 +163,7 @@ struct SharedRecords {
   int64_t tap[TPC][W];  // cached tap j's element offset without the head's columns (nz <= j < lead)
 };
 
-template <int TPC, bool kBases>
+template <int TPC>
 __global__ void __launch_bounds__(32 * TPC) shared_records_kernel(const __grid_constant__ k::SconvArgs<T> p) {
   k::grid_dependency_sync();
   __shared__ __align__(16) int4 filters[32 * W];
@@ -183,10 +184,8 @@ __global__ void __launch_bounds__(32 * TPC) shared_records_kernel(const __grid_c
     const int64_t tt = t0 + tid;
     const k::SconvToken m = tt < p.tokens ? k::sconv_token(p, tt) : k::SconvToken{};
     rec.m[tid] = m;
-    if (kBases) {
 #pragma unroll
-      for (int j = 0; j < W; ++j) rec.tap[tid][j] = k::sconv_cached_tap(p, m, j, 0) - p.cache;
-    }
+    for (int j = 0; j < W; ++j) rec.tap[tid][j] = k::sconv_cached_tap(p, m, j, 0) - p.cache;
   }
   const int64_t head_off = k::sconv_head_offset(p, c0);
   k::cp_async_wait<0>();
@@ -202,11 +201,7 @@ __global__ void __launch_bounds__(32 * TPC) shared_records_kernel(const __grid_c
     const T* src[W];
 #pragma unroll
     for (int j = 0; j < W; ++j) {
-      if (kBases) {
-        src[j] = j < m.nz ? nullptr : (j >= m.lead ? x_row(t - (W - 1) + j) : p.cache + (rec.tap[w][j] + head_off));
-      } else {
-        src[j] = k::sconv_tap_src(p, m, t, j, head_off, x_row);
-      }
+      src[j] = j < m.nz ? nullptr : (j >= m.lead ? x_row(t - (W - 1) + j) : p.cache + (rec.tap[w][j] + head_off));
     }
     k::load_taps(tap, src);
     Vec wv[W];
@@ -311,11 +306,10 @@ int main(int argc, char** argv) {
   run("neither", probe_kernel<kNoFilters | kNoEpilogue, 1, 1>, 1, false);
   run("neither, taps XOR-ed", probe_kernel<kNoFilters | kNoEpilogue | kXorTaps, 1, 1>, 1, false);
   run("records by 4 lanes, taps in registers", probe_kernel<kLaneRecords, 1, 1>, 1, true);
-  run("records once a CTA, 4 tokens", shared_records_kernel<4, false>, 1, true, 4);
-  run("records and tap bases once a CTA, 4 tokens", shared_records_kernel<4, true>, 1, true, 4);
-  run("records and tap bases once a CTA, 8 tokens", shared_records_kernel<8, true>, 1, true, 8);
-  run("records and tap bases once a CTA, 16 tokens", shared_records_kernel<16, true>, 1, true, 16);
-  run("records and tap bases once a CTA, 32 tokens", shared_records_kernel<32, true>, 1, true, 32);
+  run("records and tap bases once a CTA, 4 tokens", shared_records_kernel<4>, 1, true, 4);
+  run("records and tap bases once a CTA, 8 tokens", shared_records_kernel<8>, 1, true, 8);
+  run("records and tap bases once a CTA, 16 tokens", shared_records_kernel<16>, 1, true, 16);
+  run("records and tap bases once a CTA, 32 tokens", shared_records_kernel<32>, 1, true, 32);
   run("chain: the loads only", chain_kernel, 1, false);
   return 0;
 }
