@@ -4,9 +4,13 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "kernels/latent_pack.h"
 
@@ -50,13 +54,112 @@ void check_same_device(const char* op, std::initializer_list<NamedTensor> tensor
   }
 }
 
+namespace {
+
+// A tensor's elements as runs of contiguous bytes [lo, hi): its dims of size > 1 by increasing
+// stride, merged while each one's stride is the elements already in the run (a unit-stride last
+// dim makes runs of whole rows).  Empty when the tensor has no elements; false when it has more
+// than kMaxRuns runs (then the caller cannot decide).
+struct ByteRun {
+  uintptr_t lo, hi;
+  bool written;
+};
+constexpr int64_t kMaxRuns = int64_t{1} << 18;
+
+bool byte_runs(const at::Tensor& t, bool written, std::vector<ByteRun>& runs) {
+  if (t.numel() == 0) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) != 1) dims.emplace_back(t.stride(i), t.size(i));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t run = 1;  // elements a run holds
+  size_t d = 0;
+  for (; d < dims.size() && dims[d].first == run; ++d) run *= dims[d].second;
+  int64_t count = 1;
+  for (size_t k = d; k < dims.size(); ++k) {
+    count *= dims[k].second;
+    if (count > kMaxRuns) return false;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  const int64_t item = t.element_size();
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t r = 0; r < count; ++r) {
+    int64_t off = 0;
+    for (size_t k = d; k < dims.size(); ++k) off += index[k] * dims[k].first;
+    const uintptr_t lo = base + static_cast<uintptr_t>(off * item);
+    runs.push_back({lo, lo + static_cast<uintptr_t>(run * item), written});
+    for (size_t k = d; k < dims.size() && ++index[k] == dims[k].second; ++k) index[k] = 0;
+  }
+  return true;
+}
+
+// Whether some byte is in two runs of which at least one is written (`runs` sorted by lo).
+bool runs_collide(const std::vector<ByteRun>& runs) {
+  uintptr_t reach_written = 0, reach_read = 0;  // furthest hi among the runs before
+  for (const ByteRun& r : runs) {
+    if (r.lo < reach_written || (r.written && r.lo < reach_read)) return true;
+    (r.written ? reach_written : reach_read) = std::max(r.written ? reach_written : reach_read, r.hi);
+  }
+  return false;
+}
+
+// Exact answer, from the elements' byte runs, where torch's overlap checks give up (strided
+// views).  Only views whose byte spans intersect come here with many runs to compare.
+// std::nullopt: too many runs to decide.
+std::optional<bool> strided_overlap(const at::Tensor& out, const at::Tensor* in) {
+  std::vector<ByteRun> runs;
+  if (!byte_runs(out, true, runs)) return std::nullopt;
+  if (in != nullptr && !byte_runs(*in, false, runs)) return std::nullopt;
+  std::sort(runs.begin(), runs.end(), [](const ByteRun& a, const ByteRun& b) { return a.lo < b.lo; });
+  return runs_collide(runs);
+}
+
+// Sufficient for no internal overlap, in O(dim): with the dims of size > 1 sorted by stride,
+// each stride exceeds the furthest offset the smaller ones reach (every slice of a dense tensor).
+bool strides_separate(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) > 1) dims.emplace_back(t.stride(i), t.size(i));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // furthest element offset of the dims before
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return false;
+    reach += (size - 1) * stride;
+  }
+  return true;
+}
+
+// [lo, hi) of every byte a tensor with elements may touch.
+std::pair<uintptr_t, uintptr_t> byte_span(const at::Tensor& t) {
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  int64_t last = 0;
+  for (int64_t i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.stride(i);
+  return {lo, lo + static_cast<uintptr_t>((last + 1) * t.element_size())};
+}
+
+}  // namespace
+
 void check_writable(const char* op, const NamedTensor& out,
                     std::initializer_list<NamedTensor> inputs) {
-  TORCH_CHECK_VALUE(at::has_internal_overlap(*out.second) != at::MemOverlap::Yes, op, ": ",
-                    out.first, " has elements that share memory (an expanded view?); it is "
+  const at::Tensor& o = *out.second;
+  const auto internal = at::has_internal_overlap(o);
+  TORCH_CHECK_VALUE(internal != at::MemOverlap::Yes &&
+                        !(internal == at::MemOverlap::TooHard && !strides_separate(o) &&
+                          strided_overlap(o, nullptr).value_or(false)),
+                    op, ": ", out.first, " has elements that share memory (an expanded view?); it is "
                     "written, so every element must have its own memory");
   for (const NamedTensor& in : inputs) {
-    const auto status = at::get_overlap_status(*out.second, *in.second);
+    const at::Tensor& i = *in.second;
+    auto status = at::get_overlap_status(o, i);
+    if (status == at::MemOverlapStatus::TooHard && o.numel() > 0 && i.numel() > 0 &&
+        o.device() == i.device()) {
+      const auto so = byte_span(o), si = byte_span(i);
+      if (so.first < si.second && si.first < so.second && strided_overlap(o, &i).value_or(false)) {
+        status = at::MemOverlapStatus::Partial;
+      }
+    }
     TORCH_CHECK_VALUE(status != at::MemOverlapStatus::Full && status != at::MemOverlapStatus::Partial,
                       op, ": ", out.first, " overlaps the input ", in.first,
                       "; the output must not share memory with an input");

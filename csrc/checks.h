@@ -26,8 +26,10 @@ void check_size(const char* op, const char* name, const at::Tensor& t, int64_t d
 void check_inner_stride(const char* op, const char* name, const at::Tensor& t);
 // All tensors on the device of the first one (named in the message).
 void check_same_device(const char* op, std::initializer_list<NamedTensor> tensors);
-// A written tensor must not write one element twice nor overlap any input.  Decided exactly
-// for dense tensors; strided views that torch cannot decide cheaply are accepted.
+// A written tensor must not write one element twice nor overlap any input.  Decided exactly:
+// by torch for dense tensors; for strided views, whose byte spans intersect, from their rows'
+// byte runs (host only: sizes, strides and pointers, so graph-safe).  Views of more than 2^18
+// runs each (rows without unit stride) whose spans intersect are accepted undecided.
 void check_writable(const char* op, const NamedTensor& out,
                     std::initializer_list<NamedTensor> inputs);
 

@@ -144,3 +144,63 @@ def test_argmax_mixed_devices():
     t = topc_case("cuda")
     with pytest.raises(ValueError, match="cand is on cpu"):
         xpress_ext.topc_argmax_to_blk(t["base_c"], t["bias_c"], t["cand"].cpu(), t["blk"])
+
+
+# Strided views, where torch's own overlap checks give up: decided from the views' byte runs.
+def _strided_cases(device):
+    rows, V, c = 6, 40, 5
+    buf = torch.randn(rows, 2 * V, device=device)
+    ov = torch.zeros(rows * 3 + c, device=device)
+    return rows, V, c, buf, [
+        # (name, logits, values, error pattern or None for accepted)
+        ("values = logits[:, :c]", buf[:, :V], buf[:, :c], "values overlaps the input logits"),
+        ("values straddles logits' row ends", buf[:, :V], buf[:, V - 2 : V - 2 + c], "values overlaps the input logits"),
+        ("values between logits' rows", buf[:, :V], buf[:, V : V + c], None),
+        ("logits between values' rows", buf[:, V:], buf[:, :c], None),
+        ("values rows overlap each other", buf[:, :V], ov.as_strided((rows, c), (3, 1)), "values has elements that share memory"),
+        ("values rows apart (as_strided)", buf[:, :V], ov.new_zeros(rows * 7).as_strided((rows, c), (7, 1)), None),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_overlap_decided(device):
+    rows, V, c, buf, cases = _strided_cases(device)
+    for name, logits, values, pattern in cases:
+        ids = torch.full((rows, c), -7, dtype=torch.long, device=device)
+        before = buf.clone()
+        if pattern is None:
+            xpress_ext.topc_select(logits, c, values, ids)
+            ref_v, ref_i = torch.sort(logits.float(), dim=-1, descending=True, stable=True)
+            assert torch.equal(ids.sort(dim=-1).values, ref_i[:, :c].sort(dim=-1).values), name
+            continue
+        with pytest.raises(ValueError, match=pattern):
+            xpress_ext.topc_select(logits, c, values, ids)
+        assert torch.equal(buf, before), f"{name}: a rejected call wrote"
+        assert bool((ids == -7).all()), f"{name}: a rejected call wrote ids"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_overlap_outputs_of_one_storage(device):
+    # ids (int64) and values (fp32) carved from one buffer: disjoint halves pass, shared bytes fail.
+    rows, V, c = 4, 30, 3
+    logits = torch.randn(rows, V, device=device)
+    big = torch.zeros(rows, 2 * c, dtype=torch.long, device=device)
+    xpress_ext.topc_select(logits, c, big.view(torch.float32)[:, :c], big[:, c:])
+    assert torch.equal(big[:, c:].sort(dim=-1).values, logits.topk(c, dim=-1).indices.sort(dim=-1).values)
+    with pytest.raises(ValueError, match="ids overlaps the input values"):
+        xpress_ext.topc_select(logits, c, big.view(torch.float32)[:, :c], big[:, :c])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_overlap_latent_out(device):
+    # lat_out a strided view whose rows land inside xh's rows (same storage, spans intersect).
+    a = latent_case(device)
+    store = torch.zeros(N * (B - 1) * 2 * R + N * B * R, dtype=torch.bfloat16, device=device)
+    xh = store[: N * B * R].view(N, B, R)
+    xh.copy_(a["xh"])
+    a["xh"] = xh
+    a["lat_out"] = store.as_strided((N, B - 1, R), (2 * (B - 1) * R, 2 * R, 1), R)
+    before = store.clone()
+    with pytest.raises(ValueError, match="lat_out overlaps the input xh"):
+        call_latent(a)
+    assert torch.equal(store, before)
