@@ -355,6 +355,28 @@ def test_errors(device, name, change, exc, pattern):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_x_inside_the_cache_allocation(device):
+    """x a strided view into the cache's own allocation (the page-strided cache view and x have
+    intersecting byte spans): accepted where x lies in the pages' bytes outside the view (same
+    result as a separate x), rejected -- naming both, nothing written -- where it lies inside."""
+    b = make_batch([(6, 2), (0, 3)], W=4, block_size=4, ws=8, device=device, seed=16)
+    T, C = b.x.shape
+    assert C <= 16 and T <= b.cache_base.shape[0]  # x fits the 16 elements before each page's view
+    H, N, D = b.cache.shape[1:]
+    shadow = b.cache_base.clone()  # the same call with x in its own tensor, on a copy
+    expect_out = xpress_ext.ops.sconv(*b.args(cache=page_view(shadow, H, N, D)), "silu", True)
+    b.x = b.cache_base[:T, :C].copy_(b.x)
+    shadow[:T, :C].copy_(b.x)  # the copy's bytes outside the view as the allocation's
+    out = xpress_ext.ops.sconv(*b.args(), "silu", True)
+    assert torch.equal(out, expect_out) and torch.equal(b.cache_base, shadow)
+    b.x = b.cache_base[:T, 16 : 16 + C]  # the first slot's first head: inside the view
+    before = b.cache_base.clone()
+    with pytest.raises(ValueError, match="cache overlaps the input x"):
+        xpress_ext.ops.sconv(*b.args(), "silu", True)
+    assert torch.equal(b.cache_base, before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_bad_activation(device):
     b = make_batch([(6, 2)], W=4, block_size=4, device=device)
     with pytest.raises(ValueError, match="activation must be None, 'silu' or 'swish', got 'relu'"):
