@@ -8,10 +8,16 @@ package's µs (graph replay, bench.py's median) per row and build, every round.
 Each BUILD is a directory holding a `_C.abi3.so` (and `_build_config.py`, copied with it when
 present), as built elsewhere and carried.  The build in xpress_ext/ is put back at the end.
 The table goes to stdout and OUT/ab.md; each run's bench.json and log to OUT/<build>_<round>/.
+
+`--script "benchmarks/probe_seq_metadata.py --reqs 512,1024"` runs that script (a path from the
+repository root and its arguments) instead of bench.py, the builds alternating the same way; its
+output, per build and round, goes to OUT/<build>_<round>/script.log and to stdout, one after the
+other (no table: a probe prints its own).
 """
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -56,10 +62,13 @@ def table(names: list, runs: dict, rounds: int) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("builds", nargs="+", help="directories, each with a _C.abi3.so")
-    p.add_argument("--ops", required=True, help="bench.py's --ops")
+    p.add_argument("--ops", help="bench.py's --ops")
+    p.add_argument("--script", help="instead of bench.py: a script and its arguments, one string")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", required=True)
     a = p.parse_args(argv)
+    if (a.ops is None) == (a.script is None):
+        raise SystemExit("ab_builds: give either --ops (bench.py's cases) or --script")
     names = [os.path.basename(os.path.normpath(b)) for b in a.builds]
     if len(set(names)) != len(names):
         raise SystemExit("ab_builds: the builds' directory names must differ (they name the columns)")
@@ -69,19 +78,28 @@ def main(argv=None) -> int:
         if os.path.isfile(os.path.join(PKG, name)):
             shutil.copyfile(os.path.join(PKG, name), os.path.join(saved, name))
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    runs, failed = {}, []
+    runs, logs, failed = {}, [], []
     try:
         for r in range(a.rounds):
             for build, name in zip(a.builds, names):
                 install(build)
                 out = os.path.join(a.out, f"{name}_{r}")
                 os.makedirs(out, exist_ok=True)
-                with open(os.path.join(out, "bench.log"), "w") as log:
-                    rc = subprocess.call([sys.executable, os.path.join(ROOT, "benchmarks", "bench.py"),
-                                          "--ops", a.ops, "--out", out], cwd=ROOT, env=env, stdout=log,
-                                         stderr=subprocess.STDOUT)
+                if a.script is not None:
+                    script = shlex.split(a.script)
+                    cmd, log_path = [sys.executable, os.path.join(ROOT, script[0]), *script[1:]], "script.log"
+                else:
+                    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "bench.py"), "--ops", a.ops, "--out", out]
+                    log_path = "bench.log"
+                log_path = os.path.join(out, log_path)
+                with open(log_path, "w") as log:
+                    rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
                 if rc != 0:
-                    failed.append(f"{name} round {r} (exit {rc}, {out}/bench.log)")
+                    failed.append(f"{name} round {r} (exit {rc}, {log_path})")
+                    continue
+                if a.script is not None:
+                    with open(log_path) as f:
+                        logs.append(f"## {name}, round {r}\n\n{f.read().rstrip()}\n")
                     continue
                 with open(os.path.join(out, "bench.json")) as f:
                     runs[(name, r)] = json.load(f)["rows"]
@@ -89,7 +107,7 @@ def main(argv=None) -> int:
         if os.path.isfile(os.path.join(saved, FILES[0])):
             install(saved)
         shutil.rmtree(saved, ignore_errors=True)
-    md = table(names, runs, a.rounds)
+    md = "\n".join(logs) if a.script is not None else table(names, runs, a.rounds)
     with open(os.path.join(a.out, "ab.md"), "w") as f:
         f.write(md + "\n")
     print(md)

@@ -5,6 +5,8 @@ import json
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 import ab_builds  # noqa: E402
 
@@ -62,3 +64,34 @@ def test_a_failed_run_fails_the_call_and_shows_as_missing(tmp_path, monkeypatch,
     printed = capsys.readouterr().out
     assert "| sconv | decode | 5.2 | -- |" in printed
     assert "FAILED: buildB round 0" in printed
+
+
+def test_script_runs_per_build_and_round(tmp_path, monkeypatch, capsys):
+    pkg = _setup(tmp_path, monkeypatch)
+    seen = []
+
+    def call(cmd, cwd, env, stdout, stderr):
+        build = open(os.path.join(pkg, "_C.abi3.so")).read()
+        seen.append((build, cmd[1:]))
+        stdout.write(f"| probe | {build} |\n")
+        return 0
+
+    monkeypatch.setattr(ab_builds.subprocess, "call", call)
+    out = tmp_path / "out"
+    assert ab_builds.main([str(tmp_path / "buildA"), str(tmp_path / "buildB"), "--script",
+                           "benchmarks/probe_seq_metadata.py --reqs 512,1024", "--rounds", "2", "--out", str(out)]) == 0
+    script = os.path.join(ab_builds.ROOT, "benchmarks", "probe_seq_metadata.py")
+    assert seen == [(b, [script, "--reqs", "512,1024"]) for b in "ABAB"]
+    assert (pkg / "_C.abi3.so").read_text() == "orig"
+    printed = capsys.readouterr().out
+    assert printed.index("## buildA, round 0\n\n| probe | A |") < printed.index("## buildB, round 0\n\n| probe | B |") \
+        < printed.index("## buildA, round 1") < printed.index("## buildB, round 1")
+    assert (out / "buildB_1" / "script.log").read_text() == "| probe | B |\n"
+
+
+@pytest.mark.parametrize("extra", [[], ["--ops", "sconv", "--script", "benchmarks/probe_sconv.py"]],
+                         ids=["neither", "both"])
+def test_ops_or_script_not_both(tmp_path, monkeypatch, extra):
+    _setup(tmp_path, monkeypatch)
+    with pytest.raises(SystemExit, match="either --ops"):
+        ab_builds.main([str(tmp_path / "buildA"), "--out", str(tmp_path / "out"), *extra])
