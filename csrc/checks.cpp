@@ -56,23 +56,29 @@ void check_same_device(const char* op, std::initializer_list<NamedTensor> tensor
 
 namespace {
 
-// A tensor's elements as runs of contiguous bytes [lo, hi): its dims of size > 1 by increasing
-// stride, merged while each one's stride is the elements already in the run (a unit-stride last
-// dim makes runs of whole rows).  Empty when the tensor has no elements; false when it has more
-// than kMaxRuns runs (then the caller cannot decide).
+// A tensor's (stride, size) pairs of its dims of size > 1, by increasing stride.
+std::vector<std::pair<int64_t, int64_t>> sorted_dims(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    if (t.size(i) > 1) dims.emplace_back(t.stride(i), t.size(i));
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
 struct ByteRun {
   uintptr_t lo, hi;
   bool written;
 };
 constexpr int64_t kMaxRuns = int64_t{1} << 18;
 
+// A tensor's elements as runs of contiguous bytes [lo, hi), appended to `runs`: its sorted dims
+// merged while each one's stride is the elements already in the run (a unit-stride last dim
+// makes runs of whole rows).  Nothing when the tensor has no elements; false when it has more
+// than kMaxRuns runs (then the caller cannot decide).
 bool byte_runs(const at::Tensor& t, bool written, std::vector<ByteRun>& runs) {
   if (t.numel() == 0) return true;
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    if (t.size(i) != 1) dims.emplace_back(t.stride(i), t.size(i));
-  }
-  std::sort(dims.begin(), dims.end());
+  const auto dims = sorted_dims(t);
   int64_t run = 1;  // elements a run holds
   size_t d = 0;
   for (; d < dims.size() && dims[d].first == run; ++d) run *= dims[d].second;
@@ -118,13 +124,8 @@ std::optional<bool> strided_overlap(const at::Tensor& out, const at::Tensor* in)
 // Sufficient for no internal overlap, in O(dim): with the dims of size > 1 sorted by stride,
 // each stride exceeds the furthest offset the smaller ones reach (every slice of a dense tensor).
 bool strides_separate(const at::Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
-  for (int64_t i = 0; i < t.dim(); ++i) {
-    if (t.size(i) > 1) dims.emplace_back(t.stride(i), t.size(i));
-  }
-  std::sort(dims.begin(), dims.end());
   int64_t reach = 0;  // furthest element offset of the dims before
-  for (const auto& [stride, size] : dims) {
+  for (const auto& [stride, size] : sorted_dims(t)) {
     if (stride <= reach) return false;
     reach += (size - 1) * stride;
   }
