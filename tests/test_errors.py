@@ -169,9 +169,12 @@ def test_strided_overlap_decided(device):
         ids = torch.full((rows, c), -7, dtype=torch.long, device=device)
         before = buf.clone()
         if pattern is None:
+            logits_before = logits.clone()
             xpress_ext.topc_select(logits, c, values, ids)
-            ref_v, ref_i = torch.sort(logits.float(), dim=-1, descending=True, stable=True)
+            ref_i = torch.sort(logits.float(), dim=-1, descending=True, stable=True).indices
+            assert torch.equal(logits, logits_before), f"{name}: the input was written"
             assert torch.equal(ids.sort(dim=-1).values, ref_i[:, :c].sort(dim=-1).values), name
+            assert torch.equal(values, logits.gather(1, ids)), f"{name}: values are not the rows' values at ids"
             continue
         with pytest.raises(ValueError, match=pattern):
             xpress_ext.topc_select(logits, c, values, ids)
